@@ -158,18 +158,14 @@ static side_attention self_of(const boogu_double *b)
 /* ---- sizes ---- */
 
 /* the side of each attention: q, o and raw q (D wide), k, v and raw k (K wide), of elem bytes, and its state */
-static size_t bd_side_bytes(const block *blk, size_t elem)
+static size_t bd_side_bytes(const block *blk)
 {
     const boogu_double *b = blk->self;
+    const size_t elem = side_elem(b->m);
     const dims d = dims_of(b);
     const attn_shape js = shape_of(b, d.R), is = shape_of(b, d.T);
     const int64_t rows = d.B * (d.R + d.T);
     return (size_t)(3 * rows * (d.D + d.K)) * elem + attention_kept_bytes(&js) + attention_kept_bytes(&is);
-}
-
-static size_t bd_offloaded_bytes(const block *blk)
-{
-    return bd_side_bytes(blk, side_elem(((const boogu_double *)blk->self)->m));
 }
 
 /* the side and both attentions' projected outputs; with KEEP_ALL the feed-forwards' GEMM outputs */
@@ -179,7 +175,7 @@ static size_t bd_kept_bytes(const block *blk, keep_level keep)
     const dims d = dims_of(b);
     const int64_t N = d.B * d.R;
     const size_t elem = side_elem(b->m);
-    return side_block_kept_bytes(bd_side_bytes(blk, elem), shape_of(b, d.R), keep, (N + d.B * d.T) * d.D,
+    return side_block_kept_bytes(bd_side_bytes(blk), shape_of(b, d.R), keep, (N + d.B * d.T) * d.D,
                                  2 * N * d.F + N * d.D, elem);
 }
 
@@ -568,7 +564,7 @@ static st_status bd_backward(block *blk, const block_state *in, block_saved *sv,
 }
 
 const block_kind boogu_double_kind = {
-    SIDE_BLOCK_KIND("boogu_double", bd_kept_bytes, bd_offloaded_bytes, bd_forward, bd_backward)};
+    SIDE_BLOCK_KIND("boogu_double", bd_kept_bytes, bd_side_bytes, bd_forward, bd_backward)};
 
 /* ---- the family's descriptor (family.h) ---- */
 

@@ -125,18 +125,14 @@ void lumina_block_register(param_set *s, lumina_block *b, const char *prefix, co
 
 /* the side: q, raw q (with q's norm) and o (D wide); k, raw k (with k's norm) and v; beside it the modulations and
  * the output projection (and the output gate's input) */
-static size_t lb_side_bytes(const block *blk, size_t elem)
+static size_t lb_side_bytes(const block *blk)
 {
     const lumina_block *b = blk->self;
+    const size_t elem = side_elem(b->m);
     dims d = dims_of(b);
     const attn_shape ss = self_shape(b);
     const int64_t raw = b->att.norm_q >= 0;
     return (size_t)((2 + raw) * d.N * d.D + (2 + raw) * d.N * d.K) * elem + attention_kept_bytes(&ss);
-}
-
-static size_t lb_offloaded_bytes(const block *blk)
-{
-    return lb_side_bytes(blk, side_elem(((const lumina_block *)blk->self)->m));
 }
 
 static size_t lb_kept_bytes(const block *blk, keep_level keep)
@@ -145,7 +141,7 @@ static size_t lb_kept_bytes(const block *blk, keep_level keep)
     dims d = dims_of(b);
     const int64_t gate = b->gate.w >= 0; /* the output gate's pre-activation (N, D) */
     const size_t elem = side_elem(b->m);
-    return side_block_kept_bytes(lb_side_bytes(blk, elem), self_shape(b), keep,
+    return side_block_kept_bytes(lb_side_bytes(blk), self_shape(b), keep,
                                  (own_mod(b) ? d.B * d.M : 0) + (1 + gate) * d.N * d.D, 2 * d.N * d.F + d.N * d.D, elem);
 }
 
@@ -459,4 +455,4 @@ done:
 }
 
 const block_kind lumina_block_kind = {
-    SIDE_BLOCK_KIND("lumina2", lb_kept_bytes, lb_offloaded_bytes, lb_forward, lb_backward)};
+    SIDE_BLOCK_KIND("lumina2", lb_kept_bytes, lb_side_bytes, lb_forward, lb_backward)};

@@ -91,17 +91,13 @@ static attn_shape self_shape(const mot_block *b)
 
 static size_t side_floats(const dims *d) { return (size_t)(3 * d->N * d->I + 3 * d->N * d->K); }
 
-static size_t mb_side_bytes(const block *blk, size_t elem)
+static size_t mb_side_bytes(const block *blk)
 {
     const mot_block *b = blk->self;
+    const size_t elem = side_elem(b->m);
     const dims d = dims_of(b);
     const attn_shape ss = self_shape(b);
     return side_floats(&d) * elem + attention_kept_bytes(&ss);
-}
-
-static size_t mb_offloaded_bytes(const block *blk)
-{
-    return mb_side_bytes(blk, side_elem(((const mot_block *)blk->self)->m));
 }
 
 /* the side and the output projections' result; with KEEP_ALL the SwiGLU's gate, up and output */
@@ -109,7 +105,7 @@ static size_t mb_kept_bytes(const block *blk, keep_level keep)
 {
     const dims d = dims_of(blk->self);
     const size_t elem = side_elem(((const mot_block *)blk->self)->m);
-    return side_block_kept_bytes(mb_side_bytes(blk, elem), self_shape(blk->self), keep, d.N * d.D,
+    return side_block_kept_bytes(mb_side_bytes(blk), self_shape(blk->self), keep, d.N * d.D,
                                  2 * d.N * d.F + d.N * d.D, elem);
 }
 
@@ -293,4 +289,4 @@ done:
 }
 
 const block_kind mot_block_kind = {
-    SIDE_BLOCK_KIND("cosmos3", mb_kept_bytes, mb_offloaded_bytes, mb_forward, mb_backward)};
+    SIDE_BLOCK_KIND("cosmos3", mb_kept_bytes, mb_side_bytes, mb_forward, mb_backward)};

@@ -93,18 +93,14 @@ void ace_block_register(param_set *s, ace_block *b, const char *prefix, const mo
 
 /* ---- sizes ---- */
 
-static size_t ace_side_bytes(const block *blk, size_t elem)
+static size_t ace_side_bytes(const block *blk)
 {
     const ace_block *b = blk->self;
+    const size_t elem = side_elem(b->m);
     dims d = dims_of(b);
     const attn_shape ss = self_shape(b), cs = cross_shape(b);
     return (size_t)(3 * d.N * d.D + 3 * d.N * d.K + 3 * d.N * d.D + 3 * d.NL * d.K) * elem +
            attention_kept_bytes(&ss) + attention_kept_bytes(&cs);
-}
-
-static size_t ace_offloaded_bytes(const block *blk)
-{
-    return ace_side_bytes(blk, side_elem(((const ace_block *)blk->self)->m));
 }
 
 /* beside the sides: the modulations and both output projections; with KEEP_ALL the feed-forward's three GEMM
@@ -114,7 +110,7 @@ static size_t ace_kept_bytes(const block *blk, keep_level keep)
     const ace_block *b = blk->self;
     dims d = dims_of(b);
     const size_t elem = side_elem(b->m);
-    return side_block_kept_bytes(ace_side_bytes(blk, elem), self_shape(b), keep, d.B * d.M + 2 * d.N * d.D,
+    return side_block_kept_bytes(ace_side_bytes(blk), self_shape(b), keep, d.B * d.M + 2 * d.N * d.D,
                                  2 * d.N * d.F + d.N * d.D, elem);
 }
 
@@ -311,4 +307,4 @@ done:
 }
 
 const block_kind ace_block_kind = {
-    SIDE_BLOCK_KIND("ace_step", ace_kept_bytes, ace_offloaded_bytes, ace_forward, ace_backward)};
+    SIDE_BLOCK_KIND("ace_step", ace_kept_bytes, ace_side_bytes, ace_forward, ace_backward)};

@@ -64,19 +64,15 @@ static attn_shape cross_shape(const gated_block *b)
 
 /* ---- sizes ---- */
 
-static size_t gated_side_bytes(const block *blk, size_t elem)
+static size_t gated_side_bytes(const block *blk)
 {
     const gated_block *b = blk->self;
+    const size_t elem = side_elem(b->m);
     dims d = dims_of(b);
     const attn_shape ss = self_shape(b), cs = cross_shape(b);
     size_t n = (size_t)(6 * d.N * d.D) * elem + attention_kept_bytes(&ss);
     if (b->cross) n += (size_t)(3 * d.N * d.D + 3 * d.NL * d.D) * elem + attention_kept_bytes(&cs);
     return n;
-}
-
-static size_t gated_offloaded_bytes(const block *blk)
-{
-    return gated_side_bytes(blk, side_elem(((const gated_block *)blk->self)->m));
 }
 
 /* beside the sides: the modulations and the output projections; with KEEP_ALL the feed-forward's two GEMM outputs */
@@ -86,7 +82,7 @@ static size_t gated_kept_bytes(const block *blk, keep_level keep)
     dims d = dims_of(b);
     const size_t elem = side_elem(b->m);
     const int64_t ffn_kept = (b->swiglu ? 2 : 1) * d.N * d.F + d.N * d.D; /* f1 (and f3), f2 */
-    return side_block_kept_bytes(gated_side_bytes(blk, elem), self_shape(b), keep,
+    return side_block_kept_bytes(gated_side_bytes(blk), self_shape(b), keep,
                                  d.B * d.M + (b->cross ? 2 : 1) * d.N * d.D, ffn_kept, elem);
 }
 
@@ -328,4 +324,4 @@ st_status gated_modulate_linear_back(const gated_block *b, const float *dmod)
 }
 
 const block_kind gated_block_kind = {
-    SIDE_BLOCK_KIND("gated", gated_kept_bytes, gated_offloaded_bytes, gated_forward, gated_backward)};
+    SIDE_BLOCK_KIND("gated", gated_kept_bytes, gated_side_bytes, gated_forward, gated_backward)};

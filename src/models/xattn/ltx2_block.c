@@ -119,9 +119,10 @@ static void side_sizes(const dims *d, int64_t *n)
 }
 
 /* the sides and the attention states */
-static size_t ltx2_side_bytes(const block *blk, size_t elem)
+static size_t ltx2_side_bytes(const block *blk)
 {
     const ltx2_block *b = blk->self;
+    const size_t elem = side_elem(b->m);
     const dims d = dims_of(b);
     int64_t n[SIDE_MAX];
     side_sizes(&d, n);
@@ -132,11 +133,6 @@ static size_t ltx2_side_bytes(const block *blk, size_t elem)
         bytes += attention_kept_bytes(&s);
     }
     return bytes;
-}
-
-static size_t ltx2_offloaded_bytes(const block *blk)
-{
-    return ltx2_side_bytes(blk, side_elem(((const ltx2_block *)blk->self)->m));
 }
 
 static size_t ltx2_kept_bytes(const block *blk, keep_level keep)
@@ -153,7 +149,7 @@ static size_t ltx2_kept_bytes(const block *blk, keep_level keep)
     for (int s = 0; s < 2; s++) floats += (size_t)(d.B * LTX2_MOD_ROWS * d.W[s]);
     for (int a = 0; a < LTX2_ATTNS; a++) floats += (size_t)(d.N[q_stream[a]] * d.W[q_stream[a]]); /* projections */
     for (int s = 0; keep == KEEP_ALL && s < 2; s++) floats += (size_t)(d.N[s] * (d.F[s] + d.W[s]));
-    return floats * elem + ltx2_side_bytes(blk, elem);
+    return floats * elem + ltx2_side_bytes(blk);
 }
 
 /* ---- pieces run in forward and again in backward ---- */
@@ -533,4 +529,4 @@ done:
 }
 
 const block_kind ltx2_block_kind = {
-    SIDE_BLOCK_KIND("ltx2", ltx2_kept_bytes, ltx2_offloaded_bytes, ltx2_forward, ltx2_backward)};
+    SIDE_BLOCK_KIND("ltx2", ltx2_kept_bytes, ltx2_side_bytes, ltx2_forward, ltx2_backward)};

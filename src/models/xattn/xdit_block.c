@@ -216,19 +216,15 @@ static size_t added_sides_bytes(const xdit_block *b, dims d, size_t elem)
 }
 
 /* the sides (q, k, v, attention output; raw q and k where a norm follows) and both attention states */
-static size_t xdit_side_bytes(const block *blk, size_t elem)
+static size_t xdit_side_bytes(const block *blk)
 {
     const xdit_block *b = blk->self;
+    const size_t elem = side_elem(b->m);
     dims d = dims_of(b);
     const attn_shape ss = self_shape(b), cs = cross_shape(b);
     const int64_t qn = b->sa.norm_q >= 0, self = (4 + 2 * qn) * d.N * d.D, cross = (2 + qn) * (d.N + d.NL) * d.D;
     size_t bytes = (size_t)(self + cross) * elem + attention_kept_bytes(&ss) + attention_kept_bytes(&cs);
     return bytes + added_sides_bytes(b, d, elem);
-}
-
-static size_t xdit_offloaded_bytes(const block *blk)
-{
-    return xdit_side_bytes(blk, side_elem(((const xdit_block *)blk->self)->m));
 }
 
 /* beside the sides: the modulation and both output projections (the image's and the face's attentions keep none of
@@ -238,7 +234,7 @@ static size_t xdit_kept_bytes(const block *blk, keep_level keep)
     const xdit_block *b = blk->self;
     dims d = dims_of(b);
     const size_t elem = side_elem(b->m);
-    return side_block_kept_bytes(xdit_side_bytes(blk, elem), self_shape(b), keep,
+    return side_block_kept_bytes(xdit_side_bytes(blk), self_shape(b), keep,
                                  d.B * mod_rows(b) * d.D + 2 * d.N * d.D, (b->sana ? 2 : 1) * d.N * d.F + d.N * d.D,
                                  elem);
 }
@@ -750,4 +746,4 @@ done:
 }
 
 const block_kind xdit_block_kind = {
-    SIDE_BLOCK_KIND("xdit", xdit_kept_bytes, xdit_offloaded_bytes, xdit_forward, xdit_backward)};
+    SIDE_BLOCK_KIND("xdit", xdit_kept_bytes, xdit_side_bytes, xdit_forward, xdit_backward)};
