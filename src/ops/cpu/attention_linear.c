@@ -268,55 +268,54 @@ static void keys_backward(const layout *L, const unit *w, float *ws, const float
     }
 }
 
-void linear_attention_forward(const attn_shape *s, int threads, float *ws, float *kept, const float *rope,
-                              attn_view out, attn_view q, attn_view k, attn_view v)
+/* The views a pass reads and writes, and the forward's kept sums (NULL: none kept) */
+typedef struct pass_views {
+    attn_view out, q, k, v, dq, dk, dv, dout;
+    float *keep;
+} pass_views;
+
+/* Both passes' one schedule (the file's head says which sweep does what): units writing their segments' parts, the
+ * parts summed a sample at a time, units reading the sums. kept: the forward's sums, the backward's queries' input. */
+static void run_pass(const attn_shape *s, int threads, float *ws, attn_pass pass, const float *kept,
+                     const float *rope, const pass_views *a)
 {
     const layout L = layout_of(s);
     const int64_t units = L.B * L.segs * L.groups;
-    float *part = ws, *sums = kept ? kept : part + (size_t)(L.B * L.segs) * L.state;
-    float *mine0 = ws + linear_attention_workspace_floats(s, 0, kept ? ATTN_FORWARD_KEEP : ATTN_FORWARD);
-    const size_t per = thread_floats(&L, ATTN_FORWARD);
+    const bool fwd = pass != ATTN_BACKWARD;
+    float *part = ws, *sums = a->keep ? a->keep : part + (size_t)(L.B * L.segs) * L.state;
+    float *mine0 = ws + linear_attention_workspace_floats(s, 0, pass);
+    const size_t per = thread_floats(&L, pass);
 #pragma omp parallel num_threads(threads)
     {
         float *mine = mine0 + (size_t)omp_get_thread_num() * per;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t u = 0; u < units; u++) {
             const unit w = unit_of(&L, u);
-            keys_forward(&L, &w, mine, part, rope, k, v);
+            if (fwd) keys_forward(&L, &w, mine, part, rope, a->k, a->v);
+            else queries_backward(&L, &w, mine, kept, part, rope, a->dq, a->dout, a->q);
         }
 #pragma omp for schedule(static)
         for (int64_t b = 0; b < L.B; b++) sum_segments(&L, sums + (size_t)b * L.state, part, b);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t u = 0; u < units; u++) {
             const unit w = unit_of(&L, u);
-            queries_forward(&L, &w, mine, sums, rope, out, q);
+            if (fwd) queries_forward(&L, &w, mine, sums, rope, a->out, a->q);
+            else keys_backward(&L, &w, mine, sums, rope, a->dk, a->dv, a->k, a->v);
         }
     }
+}
+
+void linear_attention_forward(const attn_shape *s, int threads, float *ws, float *kept, const float *rope,
+                              attn_view out, attn_view q, attn_view k, attn_view v)
+{
+    const pass_views a = {.out = out, .q = q, .k = k, .v = v, .keep = kept};
+    run_pass(s, threads, ws, kept ? ATTN_FORWARD_KEEP : ATTN_FORWARD, NULL, rope, &a);
 }
 
 void linear_attention_backward(const attn_shape *s, int threads, float *ws, const float *kept, const float *rope,
                                attn_view dq, attn_view dk, attn_view dv, attn_view dout, attn_view q, attn_view k,
                                attn_view v)
 {
-    const layout L = layout_of(s);
-    const int64_t units = L.B * L.segs * L.groups;
-    float *part = ws, *dsums = part + (size_t)(L.B * L.segs) * L.state;
-    float *mine0 = ws + linear_attention_workspace_floats(s, 0, ATTN_BACKWARD);
-    const size_t per = thread_floats(&L, ATTN_BACKWARD);
-#pragma omp parallel num_threads(threads)
-    {
-        float *mine = mine0 + (size_t)omp_get_thread_num() * per;
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t u = 0; u < units; u++) {
-            const unit w = unit_of(&L, u);
-            queries_backward(&L, &w, mine, kept, part, rope, dq, dout, q);
-        }
-#pragma omp for schedule(static)
-        for (int64_t b = 0; b < L.B; b++) sum_segments(&L, dsums + (size_t)b * L.state, part, b);
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t u = 0; u < units; u++) {
-            const unit w = unit_of(&L, u);
-            keys_backward(&L, &w, mine, dsums, rope, dk, dv, k, v);
-        }
-    }
+    const pass_views a = {.q = q, .k = k, .v = v, .dq = dq, .dk = dk, .dv = dv, .dout = dout};
+    run_pass(s, threads, ws, ATTN_BACKWARD, kept, rope, &a);
 }
