@@ -13,6 +13,13 @@
 struct cJSON;
 struct model_family;
 
+/* plan's words for a family's blocks when they are its config's counts alone: each %lld of format stands for the next
+ * of fields, each the offsetof(model_config, ...) of an int64_t */
+typedef struct blocks_words {
+    const char *format;
+    size_t fields[4];
+} blocks_words;
+
 /* The block topology a family needs (SimpleTuner's families.c rows name the one each will need). */
 typedef enum family_topology {
     TOPO_OWN,      /* segtrain's own: dit, skipdit */
@@ -174,7 +181,9 @@ typedef struct family_desc {
     const char *(*uncached_of)(const model_config *mc);   /* uncached, by config */
     int64_t (*cond_len)(const model_config *mc);          /* model_cond_len */
     void (*condition)(const model_config *mc, const char *caption, float *cond); /* model_condition of a caption */
-    /* plan's description: its blocks ("N cross-attention blocks") or the whole line */
+    /* plan's description: its blocks ("N cross-attention blocks") as words (blocks_words) or by a hook, or the whole
+     * line */
+    const blocks_words *blocks_words;
     void (*describe_blocks)(const model_config *mc, char *buf, size_t n);
     const char *frames_note; /* a video's frames through the VAE, when not "/k in time" */
     void (*describe)(const model_config *mc, const char *grid, int64_t batch, char *buf, size_t n);

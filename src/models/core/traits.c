@@ -62,10 +62,21 @@ const char *model_uncached(const model_config *mc)
 
 /* ---- plan's description ---- */
 
+/* w's format with the values of its fields, one for each conversion */
+static void blocks_in_words(const blocks_words *w, const model_config *mc, char *buf, size_t n)
+{
+    long long v[4] = {0};
+    int k = 0;
+    for (const char *p = strchr(w->format, '%'); p && k < 4; p = strchr(p + 1, '%'), k++)
+        v[k] = *(const int64_t *)((const char *)mc + w->fields[k]);
+    snprintf(buf, n, w->format, v[0], v[1], v[2], v[3]);
+}
+
 static void describe_blocks(const model_config *mc, char *blocks, size_t n)
 {
     const family_desc *d = of(mc);
     if (!(d->traits & TR_TEXT)) snprintf(blocks, n, "%lld blocks", (long long)mc->depth);
+    else if (d->blocks_words) blocks_in_words(d->blocks_words, mc, blocks, n);
     else if (d->describe_blocks) d->describe_blocks(mc, blocks, n);
     else if (d->topology == TOPO_XATTN || d->topology == TOPO_LINEAR)
         snprintf(blocks, n, "%lld cross-attention blocks", (long long)mc->depth);

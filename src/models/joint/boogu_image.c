@@ -568,13 +568,6 @@ const block_kind boogu_double_kind = {
 
 /* ---- the family's descriptor (family.h) ---- */
 
-static void boogu_blocks(const model_config *mc, char *buf, size_t n)
-{
-    snprintf(buf, n, "%lld + %lld refiner blocks, %lld double-stream and %lld single-stream layers",
-             (long long)mc->refiner_depth, (long long)mc->refiner_depth, (long long)mc->depth,
-             (long long)mc->single_depth);
-}
-
 static const family_preset presets[] = {
     /* The fixture's: 2 double-stream and 1 single-stream layer, 2 heads x 16 with 1 kv head. */
     {"boogu-image-tiny", 2, 32, 2, 2, 4, 8, 10, 1, 6, 24, 0, false, false, 0, 0},
@@ -666,7 +659,10 @@ const family_desc boogu_image_desc = {
             .flavours = "v0.1-base|v0.1-base-fp8|v0.1-turbo|v0.1-turbo-fp8|v0.1-edit|v0.1-edit-fp8", .why = BOOGU_WHY,
             .built = "v0.1-base:boogu-image|v0.1-turbo:boogu-image", .fallback = "v0.1-turbo",
             .example = "boogu-image-v0.1.peft-lora.json", .tiny = "boogu-image-tiny"}},
-    .describe_blocks = boogu_blocks, .ops = &lumina2_family, .check = boogu_check,
+    .blocks_words = &(const blocks_words){"%lld + %lld refiner blocks, %lld double-stream and %lld single-stream layers",
+                                          {offsetof(model_config, refiner_depth), offsetof(model_config, refiner_depth),
+                                           offsetof(model_config, depth), offsetof(model_config, single_depth)}},
+    .ops = &lumina2_family, .check = boogu_check,
     .topology_options = &(const lumina2_options){.boogu = true}, FAMILY_PRESETS(presets), .preset = boogu_preset,
     .rope_axes = family_rope_axes_wide, /* (4, 6, 6) at 16, (32, 48, 48) at 128 */
     .readers = {{"BooguImageTransformer2DModel", boogu_from_json}},

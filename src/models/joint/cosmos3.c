@@ -247,12 +247,6 @@ static void cosmos3_condition(const model_config *mc, const char *caption, float
     family_ids_condition(mc, parts, cond);
 }
 
-static void cosmos3_blocks(const model_config *mc, char *buf, size_t n)
-{
-    snprintf(buf, n, "%lld mixture-of-transformers layers, heads %lld wide, %lld kv heads", (long long)mc->depth,
-             (long long)mc->head_dim, (long long)mc->kv_heads);
-}
-
 static const family_preset presets[] = {
     /* Cosmos3OmniTransformer's defaults, which are Cosmos3-Nano's 16 B (36 layers a stream of 32 heads x 128 with 8
      * key-value heads over 4096, Qwen3's 151936 tokens), 48 latent channels through the 16x VAE, 1024 px, 512 prompt
@@ -351,7 +345,11 @@ const family_desc cosmos3_desc = {
                    "to verify; give the checkpoint's folder as pretrained_model_name_or_path with flavour nano. "
                    "super-i2v also takes a first frame's latents, which segtrain's conditioning does not carry",
             .example = "cosmos3-image.lycoris-lokr.json", .tiny = "cosmos3-tiny"}},
-    .condition = cosmos3_condition, .describe_blocks = cosmos3_blocks, FAMILY_PRESETS(presets),
+    .condition = cosmos3_condition,
+    .blocks_words = &(const blocks_words){"%lld mixture-of-transformers layers, heads %lld wide, %lld kv heads",
+                                          {offsetof(model_config, depth), offsetof(model_config, head_dim),
+                                           offsetof(model_config, kv_heads)}},
+    FAMILY_PRESETS(presets),
     .preset = cosmos3_preset, .readers = {{"Cosmos3OmniTransformer", cosmos3_from_json}},
     .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_HEAD_DIM | F_ACTION | F_AUDIO_CHANNELS, .check = cosmos3_check,
     .ops = &(const model_family){.create = c3_create, .impl_size = sizeof(c3_model), .release = c3_release,

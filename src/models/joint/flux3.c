@@ -282,12 +282,6 @@ static const init_rule f3_inits[] = {
 
 /* ---- the family's descriptor (family.h) ---- */
 
-static void flux3_blocks(const model_config *mc, char *buf, size_t n)
-{
-    snprintf(buf, n, "%lld text + %lld image mode blocks, %lld single blocks", (long long)mc->depth,
-             (long long)mc->depth, (long long)mc->single_depth);
-}
-
 static const family_preset presets[] = {
     /* Flux.3 Klein (Flux3Transformer2DModel's defaults; no published config was at hand): 5 mode blocks for the text
      * and for the image, then 28 single blocks, of 24 heads x 128; Flux.2's VAE (32 channels, 8x) in 2 x 2 patches;
@@ -340,7 +334,10 @@ const family_desc flux3_image_desc = {
     .name = "flux3_image", .topology = TOPO_JOINT, .traits = TR_TEXT,
     .st = {{.name = "flux3_image", .title = "Flux.3 Klein", .diffusers = "Flux3Transformer2DModel", .flavours = "",
             .built = ":flux3-klein", .fallback = "", .tiny = "flux3-tiny"}},
-    .describe_blocks = flux3_blocks, FAMILY_PRESETS(presets), .preset = flux3_preset,
+    .blocks_words = &(const blocks_words){"%lld text + %lld image mode blocks, %lld single blocks",
+                                          {offsetof(model_config, depth), offsetof(model_config, depth),
+                                           offsetof(model_config, single_depth)}},
+    FAMILY_PRESETS(presets), .preset = flux3_preset,
     .rope_axes = family_rope_axes_four, .readers = {{"Flux3Transformer2DModel", flux3_from_json}}, .fields = F_SINGLE,
     .axes = 4, .check = flux3_check,
     .ops = &(const model_family){.create = f3_create, .impl_size = sizeof(f3_model), .forward = f3_forward,

@@ -255,12 +255,6 @@ static const init_rule kr_inits[] = {
 
 /* ---- the family's descriptor (family.h) ---- */
 
-static void krea2_blocks(const model_config *mc, char *buf, size_t n)
-{
-    snprintf(buf, n, "%lld + %lld text fusion blocks, %lld joint blocks", (long long)mc->text_blocks,
-             (long long)mc->refiner_depth, (long long)mc->depth);
-}
-
 static const family_preset presets[] = {
     /* Krea 2 (krea/Krea-2-Raw's transformer, Krea2Transformer2DModel's defaults): 28 blocks of 48 heads x 128 with 12
      * key-value heads, feed-forward 16384, over 16 latent channels (Qwen-Image's VAE, 8x) in 2 x 2 patches; its text
@@ -329,7 +323,11 @@ const family_desc krea2_desc = {
     .st = {{.name = "krea2", .title = "Krea 2", .diffusers = "Krea2Transformer2DModel", .flavours = "raw|turbo",
             .built = "raw:krea2|turbo:krea2", .fallback = "raw", .example = "krea2.peft-lora.json",
             .tiny = "krea2-tiny"}},
-    .mask = MASK_EMPTY_ONE, .describe_blocks = krea2_blocks, FAMILY_PRESETS(presets), .preset = krea2_preset,
+    .mask = MASK_EMPTY_ONE,
+    .blocks_words = &(const blocks_words){"%lld + %lld text fusion blocks, %lld joint blocks",
+                                          {offsetof(model_config, text_blocks), offsetof(model_config, refiner_depth),
+                                           offsetof(model_config, depth)}},
+    FAMILY_PRESETS(presets), .preset = krea2_preset,
     .rope_axes = family_rope_axes_wide, .readers = {{"Krea2Transformer2DModel", krea2_from_json}},
     .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_TEXT_FUSION | F_TEXT_BLOCKS, .check = krea2_check,
     .ops = &(const model_family){.create = kr_create, .impl_size = sizeof(kr_model), .forward = kr_forward,

@@ -540,11 +540,9 @@ const model_family lumina2_family = {
 
 /* ---- the family's descriptor (family.h) ---- */
 
-void lumina2_blocks(const model_config *mc, char *buf, size_t n)
-{
-    snprintf(buf, n, "%lld + %lld refiner blocks, %lld joint blocks", (long long)mc->refiner_depth,
-             (long long)mc->refiner_depth, (long long)mc->depth);
-}
+const blocks_words lumina2_blocks = {"%lld + %lld refiner blocks, %lld joint blocks",
+                                     {offsetof(model_config, refiner_depth), offsetof(model_config, refiner_depth),
+                                      offsetof(model_config, depth)}};
 
 /* Neta Lumina: a Lumina-Image 2.0 fine-tune, the same shape */
 st_status joint_check(const model_config *mc, bool axes)
@@ -630,7 +628,7 @@ const family_desc lumina2_desc = {
     .st = {{.name = "lumina2", .title = "Lumina-T2I", .diffusers = "Lumina2Transformer2DModel",
             .flavours = "2.0|neta-lumina", .built = "2.0:lumina2|neta-lumina:lumina2", .fallback = "2.0",
             .example = "lumina2.peft-lora.json", .tiny = "lumina2-tiny"}},
-    .describe_blocks = lumina2_blocks, .ops = &lumina2_family, FAMILY_PRESETS(presets), .preset = lumina2_preset,
+    .blocks_words = &lumina2_blocks, .ops = &lumina2_family, FAMILY_PRESETS(presets), .preset = lumina2_preset,
     .rope_axes = lumina2_rope_axes, .readers = {{"Lumina2Transformer2DModel", lumina2_from_json}},
     .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_REFINER, .check = lumina2_check,
     .swap_blocks = {"layers"},

@@ -115,8 +115,8 @@ struct cJSON;
 /* LuminaFeedForward's width from a config: 4 hidden_size, times ffn_dim_multiplier (null: 1), up to a multiple of
  * `multiple` (multiple_of) */
 st_status lumina_ffn_width(const struct cJSON *j, const char *file, int64_t multiple, model_config *mc);
-/* plan's blocks of lumina2 and z_image (family.h's describe_blocks hook) */
-void lumina2_blocks(const model_config *mc, char *buf, size_t n);
+/* plan's blocks of lumina2 and z_image (family.h's blocks_words) */
+extern const struct blocks_words lumina2_blocks;
 /* The sizes lumina2, z_image, ernie, ideogram, omnigen and krea2 share (their check hooks): key-value heads dividing
  * the heads, the feed-forward, the eps, the caption width, no pooled vector, one frame, and with axes three even
  * rotary axes filling the head */

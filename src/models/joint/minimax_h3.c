@@ -262,12 +262,6 @@ static st_status minimax_latent_frames(model_config *mc, int64_t frames)
     return ST_OK;
 }
 
-static void minimax_blocks(const model_config *mc, char *buf, size_t n)
-{
-    snprintf(buf, n, "%lld text refiner + %lld joint blocks, heads %lld wide", (long long)mc->refiner_depth,
-             (long long)mc->depth, (long long)mc->head_dim);
-}
-
 static const family_preset presets[] = {
     /* MiniMaxH3Transformer3DModel's defaults (MiniMaxAI/MiniMax-H3): 50 blocks of 56 heads x 128 over a 5376-wide
      * stream, Qwen3-VL's 5120-wide states (SimpleTuner's 512 tokens), 24 latent channels through a 16x VAE; the
@@ -348,7 +342,10 @@ const family_desc minimaxh3_desc = {
             .why = "ref2va is the reference-to-video-and-audio transformer (SimpleTuner's transformer_ref, with "
                    "reference rows in its sequence); segtrain's conditioning carries no reference",
             .example = "minimaxh3-fl2va-convrot-int8-48g.peft-lora.json", .tiny = "minimaxh3-tiny"}},
-    .pixel_frames = minimax_pixel_frames, .latent_frames = minimax_latent_frames, .describe_blocks = minimax_blocks,
+    .pixel_frames = minimax_pixel_frames, .latent_frames = minimax_latent_frames,
+    .blocks_words = &(const blocks_words){"%lld text refiner + %lld joint blocks, heads %lld wide",
+                                          {offsetof(model_config, refiner_depth), offsetof(model_config, depth),
+                                           offsetof(model_config, head_dim)}},
     .frames_note = "17 k + 5 frames to 5 k + 2", FAMILY_PRESETS(presets), .preset = minimax_preset,
     .readers = {{"MiniMaxH3Transformer3DModel", minimax_from_json}},
     .fields = F_FFN | F_NORM_EPS | F_HEAD_DIM | F_TIME_HIDDEN | F_TIME_DIM | F_AUDIO_CHANNELS | F_REFINER,

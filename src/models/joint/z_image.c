@@ -67,7 +67,7 @@ const family_desc z_image_desc = {
                    "assistant adapter (ostris's de-distillation LoRA) loaded beside it, which segtrain does not load; "
                    "base, the same transformer shape, is built",
             .example = "z-image.peft-lora.json", .tiny = "z-image-tiny"}},
-    .describe_blocks = lumina2_blocks, .ops = &lumina2_family,
+    .blocks_words = &lumina2_blocks, .ops = &lumina2_family,
     .topology_options = &(const lumina2_options){.zimage = true}, FAMILY_PRESETS(presets), .preset = z_image_preset,
     .rope_axes = family_rope_axes_wide, .readers = {{"ZImageTransformer2DModel", zimage_from_json}},
     .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_REFINER, .check = z_image_check,
