@@ -33,14 +33,22 @@ st_status flux_keys(const cJSON *j, const char *file, model_config *mc, int64_t 
     return ST_OK;
 }
 
-st_status hunyuan_keys(const cJSON *j, const char *file, int64_t *axes, const char *what)
+st_status hunyuan_keys(const cJSON *j, const char *file, model_config *mc, int64_t heads, const char *what)
 {
-    st_status st = json_axes(j, file, "rope_axes_dim", 3, axes);
+    int64_t hd = 128, axes[3] = {16, 56, 56};
+    mc->refiner_depth = 2, mc->patch_t = 1;
+    const json_key keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd}, {"num_layers", &mc->depth},
+                             {"num_refiner_layers", &mc->refiner_depth}, {"patch_size", &mc->patch},
+                             {"patch_size_t", &mc->patch_t}, {"text_embed_dim", &mc->text_dim}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
+    if (!st) st = json_axes(j, file, "rope_axes_dim", 3, axes);
     if (!st) st = json_fixed(j, file, "mlp_ratio", 4.0, what);
     if (!st) st = json_fixed(j, file, "rope_theta", 256.0, what);
     if (st) return st;
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "qk_norm");
     if (q && !(cJSON_IsString(q) && !strcmp(q->valuestring, "rms_norm")))
         return st_fail(ST_ERR_UNSUPPORTED, "%s: qk_norm is not \"rms_norm\" (%s's)", file, what);
+    mc->heads = heads, mc->hidden = hd * heads;
+    set_rope_axes(mc, axes, 3);
     return ST_OK;
 }

@@ -22,16 +22,12 @@ static void hunyuanvideo_preset(model_config *mc, const char *name, bool tiny)
  * rope_theta, qk_norm and image_condition_type other than the text-to-video model's are refused by name. */
 static st_status hunyuanvideo_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    int64_t out = 16, hd = 128, heads = 24, axes[3] = {16, 56, 56};
-    mc->channels = 16, mc->depth = 20, mc->single_depth = 40, mc->refiner_depth = 2, mc->patch = 2, mc->patch_t = 1;
-    mc->text_dim = 4096, mc->pooled_dim = 768;
-    const json_key keys[] = {{"in_channels", &mc->channels}, {"out_channels", &out}, {"num_attention_heads", &heads},
-                             {"attention_head_dim", &hd}, {"num_layers", &mc->depth},
-                             {"num_single_layers", &mc->single_depth}, {"num_refiner_layers", &mc->refiner_depth},
-                             {"patch_size", &mc->patch}, {"patch_size_t", &mc->patch_t},
-                             {"text_embed_dim", &mc->text_dim}, {"pooled_projection_dim", &mc->pooled_dim}};
+    int64_t out = 16;
+    mc->channels = 16, mc->depth = 20, mc->single_depth = 40, mc->patch = 2, mc->text_dim = 4096, mc->pooled_dim = 768;
+    const json_key keys[] = {{"in_channels", &mc->channels}, {"out_channels", &out},
+                             {"num_single_layers", &mc->single_depth}, {"pooled_projection_dim", &mc->pooled_dim}};
     st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
-    if (!st) st = hunyuan_keys(j, file, axes, "HunyuanVideo");
+    if (!st) st = hunyuan_keys(j, file, mc, 24, "HunyuanVideo");
     if (st) return st;
     const cJSON *ic = cJSON_GetObjectItemCaseSensitive(j, "image_condition_type");
     if (ic && !cJSON_IsNull(ic))
@@ -41,10 +37,7 @@ static st_status hunyuanvideo_from_json(const cJSON *j, const char *file, model_
         return st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld; segtrain reads HunyuanVideo's with out_channels = "
                        "in_channels (%lld)", file, (long long)out, (long long)mc->channels);
     mc->guidance_embeds = true; /* the class's default */
-    if ((st = json_bool(j, file, "guidance_embeds", &mc->guidance_embeds))) return st;
-    mc->heads = heads, mc->hidden = hd * heads;
-    set_rope_axes(mc, axes, 3);
-    return ST_OK;
+    return json_bool(j, file, "guidance_embeds", &mc->guidance_embeds);
 }
 
 const family_desc hunyuanvideo_desc = {

@@ -35,16 +35,13 @@ static st_status hunyuanvideo15_check(const model_config *mc)
  * task_type is not read: the model is the same, and segtrain trains it text-to-video. */
 static st_status hunyuanvideo15_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    int64_t in = 65, hd = 128, heads = 16, axes[3] = {16, 56, 56};
-    mc->channels = 32, mc->depth = 54, mc->single_depth = 0, mc->refiner_depth = 2, mc->patch = 1, mc->patch_t = 1;
-    mc->text_dim = 3584, mc->text2_dim = 1472, mc->image_dim = 1152, mc->pooled_dim = 0, mc->guidance_embeds = false;
-    const json_key keys[] = {{"in_channels", &in}, {"out_channels", &mc->channels}, {"num_attention_heads", &heads},
-                             {"attention_head_dim", &hd}, {"num_layers", &mc->depth},
-                             {"num_refiner_layers", &mc->refiner_depth}, {"patch_size", &mc->patch},
-                             {"patch_size_t", &mc->patch_t}, {"text_embed_dim", &mc->text_dim},
-                             {"text_embed_2_dim", &mc->text2_dim}, {"image_embed_dim", &mc->image_dim}};
+    int64_t in = 65;
+    mc->channels = 32, mc->depth = 54, mc->single_depth = 0, mc->patch = 1, mc->text_dim = 3584, mc->text2_dim = 1472;
+    mc->image_dim = 1152, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    const json_key keys[] = {{"in_channels", &in}, {"out_channels", &mc->channels}, {"text_embed_2_dim", &mc->text2_dim},
+                             {"image_embed_dim", &mc->image_dim}};
     st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
-    if (!st) st = hunyuan_keys(j, file, axes, "HunyuanVideo 1.5");
+    if (!st) st = hunyuan_keys(j, file, mc, 16, "HunyuanVideo 1.5");
     if (st) return st;
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "use_meanflow")))
         return st_fail(ST_ERR_UNSUPPORTED, "%s: use_meanflow is true (a super-resolution model's second timestep); "
@@ -54,8 +51,6 @@ static st_status hunyuanvideo15_from_json(const cJSON *j, const char *file, mode
                        "1.5's (the latent's channels, then the condition's)", file, (long long)in,
                        (long long)mc->channels);
     mc->cond_channels = in - mc->channels;
-    mc->heads = heads, mc->hidden = hd * heads;
-    set_rope_axes(mc, axes, 3);
     return ST_OK;
 }
 

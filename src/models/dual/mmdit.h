@@ -97,9 +97,10 @@ struct cJSON;
 /* FluxTransformer2DModel's config keys over mc (diffusers_dual.c): its defaults, text_dim joint_attention_dim's,
  * then the file's values */
 st_status flux_keys(const struct cJSON *j, const char *file, model_config *mc, int64_t text_dim);
-/* What both HunyuanVideos' configs fix (diffusers_dual.c; what: the class in refusals): rope_axes_dim into axes (3),
- * mlp_ratio 4, rope_theta 256 and RMSNorms on q and k */
-st_status hunyuan_keys(const struct cJSON *j, const char *file, int64_t *axes, const char *what);
+/* What both HunyuanVideos' configs share (diffusers_dual.c; what: the class in refusals): their heads (the class's
+ * default `heads` of 128), layers, refiner layers (2), patches (patch_size_t 1) and text width over mc's defaults, and
+ * rope_axes_dim ((16, 56, 56)); what they fix: mlp_ratio 4, rope_theta 256 and RMSNorms on q and k */
+st_status hunyuan_keys(const struct cJSON *j, const char *file, model_config *mc, int64_t heads, const char *what);
 
 /* mmdit_family's topology_options (family.h); NULL: FluxTransformer2DModel's */
 typedef struct mmdit_options {
