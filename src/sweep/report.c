@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,6 +301,23 @@ void sweep_write_markdown(const sweep_result *r, FILE *f)
 
 /* ---- sweep.json ---------------------------------------------------------------------------------------------- */
 
+/* a cell's byte counts, in the order and under the names sweep.json and sweep.csv both give them */
+static const struct {
+    const char *name;
+    size_t offset;
+} cell_bytes[] = {{"peak_device_bytes", offsetof(sweep_cell, peak_device)},
+                  {"peak_host_bytes", offsetof(sweep_cell, peak_host)},
+                  {"predicted_peak_device_bytes", offsetof(sweep_cell, predicted_device)},
+                  {"predicted_peak_host_bytes", offsetof(sweep_cell, predicted_host)},
+                  {"bytes_to_host_per_step", offsetof(sweep_cell, to_host)},
+                  {"bytes_to_device_per_step", offsetof(sweep_cell, to_device)}};
+enum { CELL_BYTES = sizeof cell_bytes / sizeof *cell_bytes };
+
+static size_t cell_bytes_at(const sweep_cell *c, int i)
+{
+    return *(const size_t *)((const char *)c + cell_bytes[i].offset);
+}
+
 static bool j_num(cJSON *o, const char *k, double v) { return cJSON_AddNumberToObject(o, k, v) != NULL; }
 static bool j_str(cJSON *o, const char *k, const char *v) { return cJSON_AddStringToObject(o, k, v) != NULL; }
 static bool j_null(cJSON *o, const char *k) { return cJSON_AddNullToObject(o, k) != NULL; }
@@ -352,12 +370,9 @@ cJSON *sweep_result_json(const sweep_result *r)
             else
                 ok = ok && j_null(o, "sec_per_step_median") && j_null(o, "sec_per_step_min") &&
                      j_null(o, "sec_per_step_max");
-            ok = ok && j_num(o, "steps", c->steps) && j_num(o, "peak_device_bytes", (double)c->peak_device) &&
-                 j_num(o, "peak_host_bytes", (double)c->peak_host) &&
-                 j_num(o, "predicted_peak_device_bytes", (double)c->predicted_device) &&
-                 j_num(o, "predicted_peak_host_bytes", (double)c->predicted_host) &&
-                 j_num(o, "bytes_to_host_per_step", (double)c->to_host) &&
-                 j_num(o, "bytes_to_device_per_step", (double)c->to_device) && j_str(o, "plan", c->plan);
+            ok = ok && j_num(o, "steps", c->steps);
+            for (int i = 0; ok && i < CELL_BYTES; i++) ok = j_num(o, cell_bytes[i].name, (double)cell_bytes_at(c, i));
+            ok = ok && j_str(o, "plan", c->plan);
             int k = cell_same_plan(r, m, c);
             ok = ok && (k >= 0 ? j_str(o, "same_plan_as", r->modes[k].name) : j_null(o, "same_plan_as"));
             const int from = c->reused_from - 1; /* the column whose run this cell is (its budget binds nothing) */
@@ -418,13 +433,12 @@ static void csv_sec(FILE *f, const sweep_cell *c, double v)
 void sweep_write_csv(const sweep_result *r, FILE *f, const char *const *lead_names, const char *const *lead_values,
                      int n_lead, bool header)
 {
-    static const char *const names[] = {
-        "mode", "device_memory", "status", "error", "sec_per_step_median", "sec_per_step_min", "sec_per_step_max",
-        "steps", "peak_device_bytes", "peak_host_bytes", "predicted_peak_device_bytes", "predicted_peak_host_bytes",
-        "bytes_to_host_per_step", "bytes_to_device_per_step", "plan", "same_plan_as", "noisy"};
-    int nh = (int)(sizeof names / sizeof names[0]);
+    static const char *const names[] = {"mode", "device_memory", "status", "error", "sec_per_step_median",
+                                        "sec_per_step_min", "sec_per_step_max", "steps"};
     for (int i = 0; header && i < n_lead; i++) csv_field(f, lead_names[i], false);
-    for (int i = 0; header && i < nh; i++) csv_field(f, names[i], i == nh - 1);
+    for (int i = 0; header && i < (int)(sizeof names / sizeof names[0]); i++) csv_field(f, names[i], false);
+    for (int i = 0; header && i < CELL_BYTES; i++) csv_field(f, cell_bytes[i].name, false);
+    if (header) csv_field(f, "plan", false), csv_field(f, "same_plan_as", false), csv_field(f, "noisy", true);
     for (int m = 0; m < r->n_modes; m++) {
         for (int b = 0; b < r->n_budgets; b++) {
             const sweep_cell *c = cell_at(r, m, b);
@@ -437,12 +451,7 @@ void sweep_write_csv(const sweep_result *r, FILE *f, const char *const *lead_nam
             csv_sec(f, c, c->sec_min);
             csv_sec(f, c, c->sec_max);
             fprintf(f, "%d,", c->steps);
-            csv_size(f, c->peak_device);
-            csv_size(f, c->peak_host);
-            csv_size(f, c->predicted_device);
-            csv_size(f, c->predicted_host);
-            csv_size(f, c->to_host);
-            csv_size(f, c->to_device);
+            for (int i = 0; i < CELL_BYTES; i++) csv_size(f, cell_bytes_at(c, i));
             csv_field(f, c->plan, false);
             int k = cell_same_plan(r, m, c);
             csv_field(f, k >= 0 ? r->modes[k].name : "", false);
