@@ -213,6 +213,17 @@ expect 0 "plan --parts marks the offloaded parts" "blocks\.\*\.attn\.qkv .* 8 on
 [ ! -e never-made ] && ok "a plan writes no group file" || bad "plan made never-made"
 expect 0 "leaf_level streams each linear layer" "group offload \(leaf_level\): .* in 20 groups of one linear layer" -- \
   "${plan_dit_groups[@]}" --set group_offload_type=leaf_level
+# plan --json says the groups as the text does: each group's label, bytes and where it lives, the device buffer
+text=$("${plan_dit_groups[@]}" --set group_offload_blocks_per_group=2 --set group_offload_to_disk_path=never-made 2>/dev/null)
+json=$("${plan_dit_groups[@]}" --json --set group_offload_blocks_per_group=2 --set group_offload_to_disk_path=never-made \
+  2>/dev/null | tr -d ' \n\t')
+grep -q '"group_offload":{"type":"block_level","blocks_per_group":2,"use_stream":false,"offloaded_bytes":[0-9]*,"device_buffer_bytes":597504,"to_disk_path":"never-made","groups":\[{"label":"blocks_0_1","holds":"blocks","bytes":597504,"lives":"disk","file_bytes":[0-9]*},{"label":"blocks_2_3",.*{"label":"transformer_unmatched_group","holds":"therest,foreachstep","bytes":127040,"lives":"disk"' <<<"$json" &&
+  grep -q "in 2 groups of blocks (blocks_0_1 .. blocks_2_3), each brought into one device buffer (at most 583.5 KiB) .* the rest (transformer_unmatched_group, 124.1 KiB)" <<<"$text" &&
+  [ "$(grep -o '"label"' <<<"$json" | wc -l)" = 3 ] && [ ! -e never-made ] &&
+  ok "plan --json lists the offloaded groups as the text says them" || bad "plan --json, group offload: $json"
+json=$("$bin" plan --json --set model_preset=dit-tiny --set model_type=lora --set lora_rank=4 2>/dev/null)
+! grep -q '"group_offload"' <<<"$json" && ok "plan --json has no group offload section without it" ||
+  bad "plan --json, no group offload: $json"
 echo "{}" > empty.json
 go_train=(--set num_threads=2 --set model_preset=flux-tiny --set model_type=lora --set lora_rank=4 --set synthetic_data=true
   --set max_train_steps=2 --set validation_steps=0 --set seed=3)

@@ -285,6 +285,29 @@ grep -q "^  swap   0: none fits" <<<"$out" && grep -q "^  -> swap [1-3] blocks" 
 verified=$(grep -c "sec/step measured" <<<"$out")
 [ "$verified" -ge 1 ] && [ "$(grep -c "peak measured .*(+0.00%)" <<<"$out")" = "$verified" ] &&
   ok "advise --verify with swapped blocks: each measured peak is the predicted one" || bad "advise --verify, swap: $out"
+# group offload in the placement: below what any swap count fits (1.04 MiB at swap 3), every frozen weight in
+# groups of blocks fits; advise says the settings as options, and --verify measures the predicted peak
+out=$("$bin" advise "${lo[@]}" --device-memory 1MiB --link-bandwidth 25GB/s --verify --steps 1 2>&1)
+grep -q "^  swap   3: none fits" <<<"$out" && grep -qE "^   1 block  a group: .* peak +[0-9.]+ MiB" <<<"$out" &&
+  grep -q "^  -> group offload, 1 block a group$" <<<"$out" && grep -qE "^advice: .* \+ group offload 1 block a group, " <<<"$out" &&
+  grep -qE "^  as options: .* --set enable_group_offload=true --set group_offload_type=block_level --set group_offload_blocks_per_group=1 --set group_offload_use_stream=false$" <<<"$out" &&
+  ok "advise places the weights in offloaded groups where no swap count fits, and says so as options" ||
+  bad "advise, group offload: $out"
+verified=$(grep -c "group offload 1 block a group *sec/step measured" <<<"$out")
+[ "$verified" -ge 1 ] && [ "$(grep -c "peak measured .*(+0.00%)" <<<"$out")" = "$verified" ] &&
+  ok "advise --verify with offloaded groups: each measured peak is the predicted one" || bad "advise --verify, groups: $out"
+# a streamed group is tried where one block a group fits without checkpointing (streams take none), and loses: its
+# copies are priced as waited for, and it holds the next group too
+out=$("$bin" advise "${lo[@]}" --device-memory 1.5MiB --link-bandwidth 25GB/s 2>&1)
+grep -qE "^   1 block  a group, streamed: none \+ group offload 1 block a group, streamed +peak" <<<"$out" &&
+  grep -q "^  -> swap 3 blocks$" <<<"$out" && ok "advise tries a streamed group without checkpointing" ||
+  bad "advise, streamed group: $out"
+# SimpleTuner refuses group offload for U-Nets and under full fine-tuning: advise tries none there
+for refused in "--set model_preset=sd1x-tiny --set model_type=lora --set lora_rank=4" "--set model_type=full"; do
+  out=$("$bin" advise --config tiny.json $refused --device-memory 64KiB --link-bandwidth 25GB/s 2>&1)
+  grep -q "^decision rule" <<<"$out" && ! grep -q "group offload" <<<"$out" &&
+    ok "advise tries no group offload where it is refused ($refused)" || bad "advise, refused groups ($refused): $out"
+done
 out=$("$bin" sweep "${lo[@]}" --modes layer,layer+swap2,unsloth+swap3+int8-quanto --steps 1 --warmup 0 --out swap-sweep 2>&1)
 grep -qE "^\| layer\+swap2 +\| [0-9.]+ s / " <<<"$out" && grep -qE "^\| unsloth\+swap3\+int8-quanto +\| [0-9.]+ s / " <<<"$out" &&
   ! grep -q "same plan" <<<"$out" && ok "sweep rows with swapped blocks and a quantized base, each its own" ||
@@ -342,6 +365,17 @@ awk -v g="$(sed -n 's|.* s / \([0-9.]*\) GiB)$|\1|p' <<<"$placed")" 'BEGIN { exi
   grep -q '"musubi_blocks_to_swap":[1-9]' <(tr -d ' \n\t' <fam-place/families.json) &&
   ok "the family sweep places the weights where no mode fits: $placed" ||
   bad "family sweep placement: $(grep -m1 '^| minimaxh3' fam-place/families.md)"
+# group offload in that placement: at 3.2 GiB no count of Flux's swapped blocks fits its example (56 under unsloth
+# need 3.38 GiB), every frozen weight in offloaded groups does (3.06 GiB: a group stays in through its recompute and
+# backward, so fewer bytes cross the link too)
+"$bin" --threads 2 sweep --families flux --modes none,unsloth --planner --device-memory 3.2GiB --steps 1 --warmup 0 \
+  --examples "$fix/simpletuner" --out fam-group >/dev/null 2>&1
+placed=$(grep -o "with the weights placed: [a-z0-9 ,-]*+ group offload [0-9]* blocks* a group ([0-9.]* s / [0-9.]* GiB)" fam-group/families.md | head -1)
+awk -v g="$(sed -n 's|.* s / \([0-9.]*\) GiB)$|\1|p' <<<"$placed")" 'BEGIN { exit !(g > 0 && g <= 3.2) }' &&
+  grep -qE '"musubi_blocks_to_swap":0,"enable_group_offload":true,"group_offload_blocks_per_group":[1-9][0-9]*,"group_offload_use_stream":false' \
+    <(tr -d ' \n\t' <fam-group/families.json) &&
+  ok "the family sweep places the weights in offloaded groups where no swap count fits: $placed" ||
+  bad "family sweep, group offload: $(grep -m1 '^| flux' fam-group/families.md)"
 # attention offload under bf16: the DiT block's qkv and attention output go to the host in bf16, its state in float
 to_host() { "$bin" plan --json --set model_preset=dit-tiny --set gradient_checkpointing_offload_attention=true \
   --set mixed_precision="$1" 2>/dev/null | sed -n 's/.*"bytes_to_host_per_step":[[:space:]]*\([0-9]*\).*/\1/p'; }

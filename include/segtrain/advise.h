@@ -28,8 +28,11 @@ typedef struct schedule {
     size_t peak_device, peak_host;
     bool fits;
     bool refused; /* the family refuses it (model_set_checkpointing's reason, e.g. skips read after boundary offload) */
-    bool places; /* it says where the weights live: musubi_blocks_to_swap = blocks_to_swap, in its name and sets */
+    bool places; /* it says where the weights live: musubi_blocks_to_swap = blocks_to_swap, or group offload
+                    (group_blocks > 0), in its name and sets */
     int blocks_to_swap;
+    int group_blocks;  /* enable_group_offload, block_level, group_offload_blocks_per_group = group_blocks */
+    bool group_stream; /* and group_offload_use_stream */
 } schedule;
 
 /* Seconds per unit of work for each kind of op (per FLOP, or per byte for memory-bound kinds), and fixed seconds;
@@ -86,17 +89,25 @@ void search_uniform(model_run *r, int64_t batch, int ranks, const cost_rates *ra
 st_status plan_blocks(model_run *r, int64_t batch, int ranks, const cost_rates *rates,
                       size_t device_budget, const schedule *seed, FILE *progress, schedule *out, bool *found);
 
-/* The placement's candidates at each count of swapped blocks: SimpleTuner's rule's schedules (none; torch-ffn,
- * torch, unsloth-ffn, unsloth at interval 1), and torch and unsloth with attention offload. */
+/* The placement's candidates at each count of swapped blocks, and under group offload at each number of blocks a
+ * group: SimpleTuner's rule's schedules (none; torch-ffn, torch, unsloth-ffn, unsloth at interval 1), and torch and
+ * unsloth with attention offload. */
 #define PLACE_MAX 256 /* the most counts of swapped blocks the placement tries (a sequence's blocks) */
+/* Group offload's tries: block_level at 1, 2, 4, ... blocks a group (group_offload_blocks_per_group, up to the
+ * longest block list), and one block a group with group_offload_use_stream, which SimpleTuner turns off under
+ * gradient_checkpointing (so only without checkpointing) and diffusers takes at one block a group. */
+#define GROUP_PLACE_MAX 16
 
-/* One count of swapped blocks: its fastest candidate that fits (fits false: none does). */
+/* One count of swapped blocks, or one group offload setting: its fastest candidate that fits (fits false: none
+ * does). */
 typedef struct placement {
     char name[96];
     double sec;
     size_t peak_device;
     bool fits;
-    int candidate; /* its index among the candidates */
+    int candidate;    /* its index among the candidates */
+    int group_blocks; /* group offload's blocks a group; 0: block swap (the count is its index in advice.place) */
+    bool stream;      /* group offload's group_offload_use_stream */
 } placement;
 
 typedef struct advice {
@@ -122,6 +133,11 @@ typedef struct advice {
     placement place[PLACE_MAX];
     int n_placed; /* counts tried: place[0 .. n_placed) (the search stops where no checkpointing fits) */
     int placed; /* the count the search and the per-block planner ran at (their answers hold it), -1: none fits */
+    /* group offload's tries (block_level), where the family takes it (SimpleTuner refuses it for U-Nets, with
+     * ramtorch or block swap, and under full fine-tuning) and nothing fits at swap 0 without checkpointing: each
+     * setting's fastest candidate that fits; grouped_pick the answer's index (placed 0 then), -1: a swap count's */
+    placement grouped[GROUP_PLACE_MAX];
+    int n_grouped, grouped_pick;
 } advice;
 
 /* How much faster a per-block plan must be predicted to be advised over a uniform schedule, and a bucket's own
@@ -149,7 +165,8 @@ st_status advise_at_rates(config_factory make, void *ctx, size_t device_budget, 
                           FILE *progress, advice *out);
 /* The placement alone, at rates, for the config make(ctx, "") builds: every count of swapped blocks (0 .. swappable;
  * only 0 where the model cannot swap) under the placement's candidates, each count's fastest that fits
- * device_budget in out->place[0 .. n_placed), and the count whose one is fastest in out->placed (-1: none fits). */
+ * device_budget in out->place[0 .. n_placed), and the count whose one is fastest in out->placed (-1: none fits);
+ * then group offload's settings (out->grouped), one of which is the answer where it is faster (grouped_pick). */
 st_status advise_placement(config_factory make, void *ctx, size_t device_budget, const cost_rates *rates,
                            advice *out);
 /* A GPU's figures, from which a step's seconds there are predicted with this cost model (gpus.c): its published dense
@@ -174,6 +191,9 @@ cost_rates gpu_profile_rates(const gpu_profile *g);
 /* The advice: the per-block planner's answer where it is predicted ADVICE_PLAN_MARGIN faster than the uniform
  * search's, else the search's; NULL when neither fits. */
 const schedule *advice_pick(const advice *a);
+/* The placement the answer holds (a count of swapped blocks, swap 0 included, or a group offload setting), NULL when
+ * none fits. */
+const placement *advice_placement(const advice *a);
 /* The schedule's name and overrides, from its settings. */
 void schedule_describe(schedule *s);
 

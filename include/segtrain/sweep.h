@@ -157,13 +157,16 @@ typedef struct family_sweep {
         char plan[PLAN_TEXT_MAX];
     } planned[FAMILY_BUDGETS_MAX];
     struct family_place {          /* the fastest way to fit budget column b with the weights placed (b >= 1;
-                                      --planner): advise's placement, on the base as configured and quantized */
+                                      --planner): advise's placement (block swap or group offload), on the base
+                                      as configured and quantized */
         bool run, found;
         bool quantized;            /* on the int8-quanto base */
         int blocks;                /* blocks swapped */
+        int group_blocks;          /* group offload (block_level) at this many blocks a group; 0: none */
+        bool group_stream;         /* and group_offload_use_stream */
         double sec;
         size_t peak;
-        char how[SWEEP_NAME_MAX];  /* "int8-quanto base, unsloth interval 1 + swap 6 blocks" */
+        char how[128];             /* "int8-quanto base, unsloth interval 1 + swap 6 blocks" */
     } placed[FAMILY_BUDGETS_MAX];
 } family_sweep;
 

@@ -16,12 +16,12 @@ static const char advise_help[] =
     "\n"
     "Which checkpointing schedule to use for a device-memory budget (e.g. 24GiB, 450MiB), and, where the model can\n"
     "swap blocks (musubi_blocks_to_swap under LoRA; docs/WEIGHTS.md lists the families), how many blocks' weights\n"
-    "to keep in host memory. It first measures a few steps without checkpointing or swap here, for this machine's\n"
-    "seconds per FLOP of GEMMs and attention and per byte of the memory-bound ops, and the host-to-device link's\n"
-    "bandwidth (64 MiB copies; --link-bandwidth RATE, e.g. 25GB/s, gives it instead, to plan for another\n"
-    "machine's bus); every\n"
-    "schedule's time is then its own work, counted by a dry step, at those rates, plus the swapped weights it\n"
-    "brings in (at each swapped block's forward, recompute and backward) at the link's rate: the executor waits for\n"
+    "to keep in host memory, or whether group offload places them better. It first measures a few steps without\n"
+    "checkpointing or swap here, for this machine's seconds per FLOP of GEMMs and attention and per byte of the\n"
+    "memory-bound ops, and the host-to-device link's bandwidth (64 MiB copies; --link-bandwidth RATE, e.g. 25GB/s,\n"
+    "gives it instead, to plan for another machine's bus); every schedule's time is then its own work, counted by\n"
+    "a dry step, at those rates, plus the swapped or offloaded weights it brings in (at each swapped block's\n"
+    "forward, recompute and backward; a group's while its blocks run) at the link's rate: the executor waits for\n"
     "them, while offload's copies are taken as hidden behind compute. --rates-from PRESET (e.g. dit-s2) measures\n"
     "the rates on a step of that preset at batch 4 instead, for a model too large to step here (the family sweep's\n"
     "way; the preset's optimizer seconds are left out). --quick leaves out the uniform search below (thousands of\n"
@@ -29,10 +29,13 @@ static const char advise_help[] =
     "  - walks SimpleTuner's manual rule: no checkpointing if the run fits; otherwise torch-ffn, then torch, then\n"
     "    unsloth-ffn, then unsloth; then a wider interval while it still fits, for speed (the config's own swap);\n"
     "  - places the weights: every count of swapped blocks from 0, each with the rule's schedules and torch and\n"
-    "    unsloth with attention offload, until no checkpointing fits; the count whose fastest fits fastest (the\n"
-    "    precision is the config's: base_model_precision and mixed_precision are not changed);\n"
-    "  - at that count, searches every schedule (backend x interval x stride x attention offload) for the fastest\n"
-    "    predicted to fit;\n"
+    "    unsloth with attention offload, until no checkpointing fits; where nothing fits at swap 0 without\n"
+    "    checkpointing and the family takes group offload (a transformer under LoRA, without ramtorch, as\n"
+    "    SimpleTuner), block_level group offload at 1, 2, 4, ... blocks a group with the same schedules, and one\n"
+    "    block a group streamed without checkpointing (its copies waited for, as plan prices them); the fastest\n"
+    "    that fits (the precision is the config's: base_model_precision and mixed_precision are not changed);\n"
+    "  - with that placement, searches every schedule (backend x interval x stride x attention offload) for the\n"
+    "    fastest predicted to fit;\n"
     "  - runs the per-block planner: each block keeps, recomputes only its feed-forward, or sits in a checkpointed\n"
     "    segment of any width, chosen by dynamic programming for the least predicted time that fits; its answer is\n"
     "    a gradient_checkpointing_plan (docs/CONFIG.md), which train, plan, grad and sweep take as it is.\n"
@@ -322,25 +325,47 @@ static void print_rates(const advice *adv, const advise_options *opt)
            adv->link_measured ? "measured here" : "--link-bandwidth");
 }
 
-/* The placement's walk over counts of swapped blocks, where the model can swap. */
+static void print_placed(const char *what, const placement *p, size_t budget)
+{
+    char b[24];
+    if (p->fits)
+        printf("  %s: %-44s peak %9.2f MiB  %7.3f s/step (predicted)\n", what, p->name, p->peak_device / 1048576.0,
+               p->sec);
+    else printf("  %s: none fits %s\n", what, st_bytes(b, budget));
+}
+
+/* The placement's walk over counts of swapped blocks, where the model can swap, and over group offload's settings,
+ * where it takes them. */
 static void print_placement(const advice *adv, size_t budget)
 {
-    if (!adv->swappable) return;
-    char b[24];
-    printf("placement (musubi_blocks_to_swap 0-%d; at each count the rule's schedules and torch and unsloth with "
-           "attention offload):\n", adv->swappable);
-    for (int n = 0; n < adv->n_placed; n++) {
-        const placement *p = &adv->place[n];
-        if (p->fits)
-            printf("  swap %3d: %-44s peak %9.2f MiB  %7.3f s/step (predicted)\n", n, p->name,
-                   p->peak_device / 1048576.0, p->sec);
-        else printf("  swap %3d: none fits %s\n", n, st_bytes(b, budget));
+    if (!adv->swappable && !adv->n_grouped) return;
+    char what[64];
+    if (adv->swappable)
+        printf("placement (musubi_blocks_to_swap 0-%d; at each count the rule's schedules and torch and unsloth with "
+               "attention offload):\n", adv->swappable);
+    for (int n = 0; n < adv->n_placed && adv->swappable; n++) {
+        snprintf(what, sizeof what, "swap %3d", n);
+        print_placed(what, &adv->place[n], budget);
     }
-    if (adv->n_placed <= adv->swappable)
+    if (adv->swappable && adv->n_placed <= adv->swappable)
         printf("  (from swap %d on, no checkpointing fits: more swapped blocks only wait for more weights)\n",
                adv->n_placed - 1);
-    if (adv->placed >= 0) printf("  -> swap %d blocks\n\n", adv->placed);
-    else printf("  -> none fits: the search below at swap %d, the most\n\n", adv->swappable);
+    if (adv->n_grouped)
+        printf("group offload (block_level; every frozen weight in host memory, a group brought in while its blocks "
+               "run; the same schedules, streamed groups without checkpointing; their copies waited for):\n");
+    for (int g = 0; g < adv->n_grouped; g++) {
+        const placement *p = &adv->grouped[g];
+        snprintf(what, sizeof what, "%2d block%s a group%s", p->group_blocks, p->group_blocks > 1 ? "s" : " ",
+                 p->stream ? ", streamed" : "");
+        print_placed(what, p, budget);
+    }
+    const placement *chosen = advice_placement(adv);
+    if (chosen && chosen->group_blocks)
+        printf("  -> group offload, %d block%s a group%s\n\n", chosen->group_blocks, chosen->group_blocks > 1 ? "s" : "",
+               chosen->stream ? ", streamed" : "");
+    else if (adv->placed >= 0) printf("  -> swap %d blocks\n\n", adv->placed);
+    else if (adv->swappable) printf("  -> none fits: the search below at swap %d, the most\n\n", adv->swappable);
+    else printf("  -> none fits: the search below at group offload, 1 block a group\n\n");
 }
 
 int cmd_advise(int argc, char **argv)

@@ -289,6 +289,37 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
     print_link(r, m);
 }
 
+/* enable_group_offload in --json, as print_group_offload says it: the groups, each where it lives (host memory, or its
+ * file under group_offload_to_disk_path) and its bytes; the device buffer; the weights of no group. */
+static void group_offload_json(model *m, cJSON *root)
+{
+    const param_set *ps = model_params(m);
+    const model_config *mc = model_get_config(m);
+    if (!ps->offload_tags) return;
+    size_t most;
+    const size_t all = host_weight_bytes(ps, &most);
+    cJSON *gj = cJSON_AddObjectToObject(root, "group_offload");
+    cJSON_AddStringToObject(gj, "type", mc->group_offload_leaf ? "leaf_level" : "block_level");
+    if (mc->group_offload_leaf) cJSON_AddNullToObject(gj, "blocks_per_group");
+    else cJSON_AddNumberToObject(gj, "blocks_per_group", (double)mc->group_offload_blocks);
+    cJSON_AddBoolToObject(gj, "use_stream", mc->group_offload_stream && !mc->group_offload_leaf);
+    cJSON_AddNumberToObject(gj, "offloaded_bytes", (double)all);
+    cJSON_AddNumberToObject(gj, "device_buffer_bytes", (double)most);
+    if (mc->group_offload_dir[0]) cJSON_AddStringToObject(gj, "to_disk_path", mc->group_offload_dir);
+    else cJSON_AddNullToObject(gj, "to_disk_path");
+    cJSON *list = cJSON_AddArrayToObject(gj, "groups");
+    for (int g = 1; g <= ps->n_swap; g++) {
+        cJSON *one = cJSON_CreateObject();
+        cJSON_AddStringToObject(one, "label", ps->swap[g - 1].label);
+        cJSON_AddStringToObject(one, "holds", g == ps->step_group ? "the rest, for each step"
+                                             : mc->group_offload_leaf ? "one linear layer" : "blocks");
+        cJSON_AddNumberToObject(one, "bytes", (double)ps->swap[g - 1].bytes);
+        cJSON_AddStringToObject(one, "lives", mc->group_offload_dir[0] ? "disk" : "host");
+        if (mc->group_offload_dir[0]) cJSON_AddNumberToObject(one, "file_bytes", (double)param_spill_file_bytes(ps, g));
+        cJSON_AddItemToArray(list, one);
+    }
+}
+
 static void print_json(model *m, const plan_report *r, const bucket_report *buckets, int n_buckets)
 {
     const model_config *mc = model_get_config(m);
@@ -364,6 +395,7 @@ static void print_json(model *m, const plan_report *r, const bucket_report *buck
         cJSON_AddNumberToObject(lj, "seconds_hidden", link_seconds_all(&rates, &r->moved) -
                                                           link_seconds_waited(&rates, &r->moved));
     }
+    group_offload_json(m, root);
     cJSON_AddNumberToObject(root, "gemm_flops_per_step", r->work.flops[OP_GEMM]);
     cJSON_AddNumberToObject(root, "attention_flops_per_step", r->work.flops[OP_ATTENTION]);
     cJSON *peak = cJSON_AddObjectToObject(root, "predicted_peak_device_bytes");

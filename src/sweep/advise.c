@@ -10,6 +10,15 @@
 #include "segtrain/sweep.h"
 #include "segtrain/train.h"
 
+/* The overrides that place the weights as s says: "musubi_blocks_to_swap=N", or group offload's settings. */
+static void place_sets(const schedule *s, char *buf, size_t n)
+{
+    if (s->group_blocks)
+        snprintf(buf, n, "enable_group_offload=true;group_offload_type=block_level;group_offload_blocks_per_group=%d;"
+                 "group_offload_use_stream=%s", s->group_blocks, s->group_stream ? "true" : "false");
+    else snprintf(buf, n, "musubi_blocks_to_swap=%d", s->blocks_to_swap);
+}
+
 void schedule_describe(schedule *s)
 {
     const ckpt_settings *c = &s->cs;
@@ -26,9 +35,15 @@ void schedule_describe(schedule *s)
         at += (size_t)snprintf(s->name + at, sizeof s->name - at, " + attention output kept");
     if (s->places && s->blocks_to_swap && at < sizeof s->name)
         snprintf(s->name + at, sizeof s->name - at, " + swap %d blocks", s->blocks_to_swap);
+    else if (s->places && s->group_blocks && at < sizeof s->name)
+        snprintf(s->name + at, sizeof s->name - at, " + group offload %d block%s a group%s", s->group_blocks,
+                 s->group_blocks > 1 ? "s" : "", s->group_stream ? ", streamed" : "");
     ckpt_settings_text(c, s->sets, sizeof s->sets);
     const size_t end = strlen(s->sets);
-    if (s->places) snprintf(s->sets + end, sizeof s->sets - end, ";musubi_blocks_to_swap=%d", s->blocks_to_swap);
+    if (s->places && end + 1 < sizeof s->sets) {
+        s->sets[end] = ';';
+        place_sets(s, s->sets + end + 1, sizeof s->sets - end - 1);
+    }
 }
 
 /* Measures one schedule: the median seconds of a few steps, and their op profile. */
@@ -222,36 +237,117 @@ static const ckpt_settings place_candidates[] = {
     {.enabled = true, .backend = BACKEND_UNSLOTH, .interval = 1, .stride = 1, .offload_attention = true},
 };
 
-/* The placement: every count of swapped blocks under the candidates, each count's fastest that fits in a->place;
- * the count whose one is fastest (the fewer blocks on a tie) in *best, -1 when none fits. It stops at the first
- * count where no checkpointing fits: a count above it computes no less and waits for more weights. */
-static st_status place(config_factory make, void *ctx, int ranks, const cost_rates *rates, size_t budget, advice *a,
-                       int *best)
+/* One placement (how's placing fields): the candidates on the config with its overrides, the fastest that fits in
+ * *p; whether the first (no checkpointing) fits in *plain, the longest block sequence in *longest. Streams take no
+ * checkpointing (SimpleTuner turns them off under gradient_checkpointing): the first candidate alone. An error where
+ * the config refuses the placement (group offload on a U-Net, under full fine-tuning, with ramtorch). */
+static st_status place_one(config_factory make, void *ctx, int ranks, const cost_rates *rates, size_t budget,
+                           const schedule *how, placement *p, bool *plain, int *longest)
 {
-    *best = -1;
-    bool plain_fits = false;
-    for (int n = 0; n <= a->swappable && n < PLACE_MAX && !plain_fits; n++) {
-        char sets[48];
-        snprintf(sets, sizeof sets, "musubi_blocks_to_swap=%d", n);
-        model_run r;
-        int64_t batch;
-        const st_status st = open_run(make, ctx, sets, &r, &batch);
-        if (st) return st;
-        placement *p = &a->place[n];
-        *p = (placement){0};
-        for (size_t k = 0; k < sizeof place_candidates / sizeof *place_candidates; k++) {
-            schedule s = {.cs = place_candidates[k], .places = true, .blocks_to_swap = n};
-            predict(&r, batch, ranks, rates, budget, &s);
-            plain_fits |= k == 0 && s.fits;
-            if (s.fits && (!p->fits || s.sec < p->sec))
-                snprintf(p->name, sizeof p->name, "%s", s.name), p->sec = s.sec, p->peak_device = s.peak_device,
-                    p->fits = true, p->candidate = (int)k;
-        }
-        model_run_close(&r);
-        a->n_placed = n + 1;
-        if (p->fits && (*best < 0 || p->sec < a->place[*best].sec)) *best = n;
+    char sets[CKPT_TEXT_MAX] = "gradient_checkpointing=false;";
+    const size_t at = how->group_stream ? strlen(sets) : 0;
+    place_sets(how, sets + at, sizeof sets - at);
+    model_run r;
+    int64_t batch;
+    const st_status st = open_run(make, ctx, sets, &r, &batch);
+    if (st) return st;
+    block_seq *seqs;
+    for (int q = 0, nq = model_sequences(r.m, &seqs); q < nq; q++) *longest = seqs[q].n > *longest ? seqs[q].n : *longest;
+    *p = (placement){.group_blocks = how->group_blocks, .stream = how->group_stream};
+    const size_t n = how->group_stream ? 1 : sizeof place_candidates / sizeof *place_candidates;
+    for (size_t k = 0; k < n; k++) {
+        schedule s = *how;
+        s.cs = place_candidates[k];
+        predict(&r, batch, ranks, rates, budget, &s);
+        if (!k) *plain = s.fits;
+        if (s.fits && (!p->fits || s.sec < p->sec))
+            snprintf(p->name, sizeof p->name, "%s", s.name), p->sec = s.sec, p->peak_device = s.peak_device,
+                p->fits = true, p->candidate = (int)k;
     }
+    model_run_close(&r);
     return ST_OK;
+}
+
+const placement *advice_placement(const advice *a)
+{
+    if (a->grouped_pick >= 0) return &a->grouped[a->grouped_pick];
+    return a->placed >= 0 && a->placed < a->n_placed && a->place[a->placed].fits ? &a->place[a->placed] : NULL;
+}
+
+/* One group offload setting tried (an error where the config refuses it), the answer where it is faster than the
+ * answer so far (the fewer changes on a tie); whether the run fits it without checkpointing in *plain. */
+static st_status place_group(config_factory make, void *ctx, int ranks, const cost_rates *rates, size_t budget,
+                             int k, bool stream, advice *a, bool *plain, int *longest)
+{
+    const schedule how = {.places = true, .group_blocks = k, .group_stream = stream};
+    placement *p = &a->grouped[a->n_grouped];
+    const st_status st = place_one(make, ctx, ranks, rates, budget, &how, p, plain, longest);
+    if (st) return st;
+    const placement *best = advice_placement(a);
+    if (p->fits && (!best || p->sec < best->sec)) a->grouped_pick = a->n_grouped, a->placed = 0;
+    a->n_grouped++;
+    return ST_OK;
+}
+
+/* Group offload's settings, where nothing fits without checkpointing at swap 0 (else they only add link time): 1, 2,
+ * 4, ... blocks a group up to the longest sequence, and one block a group streamed where one block a group fits
+ * without checkpointing (streams take none). It stops where nothing fits (a larger group holds more) or the run fits
+ * without checkpointing (a larger group computes the same), and where the config refuses group offload. */
+static void place_groups(config_factory make, void *ctx, int ranks, const cost_rates *rates, size_t budget, advice *a)
+{
+    int longest = 1;
+    for (int k = 1; k <= longest && a->n_grouped + 2 <= GROUP_PLACE_MAX; k *= 2) {
+        bool plain = false, streamed;
+        if (place_group(make, ctx, ranks, rates, budget, k, false, a, &plain, &longest)) return;
+        if (k == 1 && plain && place_group(make, ctx, ranks, rates, budget, 1, true, a, &streamed, &longest)) return;
+        if (plain || !a->grouped[a->n_grouped - 1 - (k == 1 && plain)].fits) return;
+    }
+}
+
+/* The placement: every count of swapped blocks under the candidates, each count's fastest that fits in a->place;
+ * the count whose one is fastest (the fewer blocks on a tie) in a->placed, -1 when none fits; then group offload's
+ * settings. The counts stop at the first where no checkpointing fits: a count above it computes no less and waits
+ * for more weights. */
+static st_status place(config_factory make, void *ctx, int ranks, const cost_rates *rates, size_t budget, advice *a)
+{
+    a->placed = a->grouped_pick = -1;
+    bool plain = false, plain_at_0 = false;
+    int longest = 0;
+    for (int n = 0; n <= a->swappable && n < PLACE_MAX && !plain; n++) {
+        const schedule how = {.places = true, .blocks_to_swap = n};
+        placement *p = &a->place[n];
+        const st_status st = place_one(make, ctx, ranks, rates, budget, &how, p, &plain, &longest);
+        if (st) return st;
+        plain_at_0 |= !n && plain;
+        a->n_placed = n + 1;
+        if (p->fits && (a->placed < 0 || p->sec < a->place[a->placed].sec)) a->placed = n;
+    }
+    if (!plain_at_0) place_groups(make, ctx, ranks, rates, budget, a);
+    return ST_OK;
+}
+
+/* The placement the search and the planner run at: the answer's, else (none fits) the most the placement moves:
+ * every swappable block, or group offload at one block a group. */
+static schedule placed_as(const advice *a)
+{
+    schedule s = {.places = true};
+    const placement *p = advice_placement(a);
+    if (p && p->group_blocks) s.group_blocks = p->group_blocks, s.group_stream = p->stream;
+    else if (p) s.blocks_to_swap = a->placed;
+    else if (a->swappable) s.blocks_to_swap = a->swappable;
+    else s.group_blocks = 1;
+    return s;
+}
+
+/* Whether the config make builds takes group offload: SimpleTuner refuses it for U-Nets, with ramtorch or block swap
+ * and under full fine-tuning, as the model does. */
+static bool takes_group_offload(config_factory make, void *ctx)
+{
+    model_run r;
+    int64_t batch;
+    if (open_run(make, ctx, "enable_group_offload=true;group_offload_type=block_level", &r, &batch)) return false;
+    model_run_close(&r);
+    return true;
 }
 
 const schedule *advice_pick(const advice *a)
@@ -277,8 +373,9 @@ static st_status search_and_plan(model_run *r, int64_t batch, int ranks, size_t 
     return st;
 }
 
-/* The placement where the model can swap blocks (a->swappable), then the search and the per-block planner at the
- * count it chose (the most blocks where nothing fits), their answers saying that count; else the two alone. */
+/* The placement where the model can swap blocks (a->swappable) or take group offload, then the search and the
+ * per-block planner at the placement it chose (the most it moves where nothing fits), their answers saying it; else
+ * the two alone. */
 static st_status place_and_plan(config_factory make, void *ctx, int ranks, size_t budget, bool search, FILE *progress,
                                 advice *a)
 {
@@ -287,28 +384,31 @@ static st_status place_and_plan(config_factory make, void *ctx, int ranks, size_
     st_status st = open_run(make, ctx, "", &r, &batch);
     if (st) return st;
     a->swappable = swap_limit(r.m);
-    a->placed = a->swappable ? -1 : 0;
-    if (a->swappable) {
+    a->placed = 0, a->grouped_pick = -1;
+    schedule how = {0};
+    if (a->swappable || takes_group_offload(make, ctx)) {
         model_run_close(&r);
-        int n = 0;
-        char sets[48];
-        st = place(make, ctx, ranks, &a->rates, budget, a, &n);
-        a->placed = n;
-        snprintf(sets, sizeof sets, "musubi_blocks_to_swap=%d", n < 0 ? a->swappable : n);
+        st = place(make, ctx, ranks, &a->rates, budget, a);
+        how = placed_as(a);
+        how.places = a->swappable || how.group_blocks; /* swap 0 said where blocks can swap */
+        char sets[CKPT_TEXT_MAX] = "";
+        if (how.places) place_sets(&how, sets, sizeof sets);
         if (!st) st = open_run(make, ctx, sets, &r, &batch);
         if (st) return st;
     }
-    if (!search && a->placed >= 0) { /* the placement's answer stands for the search's */
-        a->best = (schedule){.cs = place_candidates[a->place[a->placed].candidate]};
+    const placement *chosen = advice_placement(a);
+    if (!search && chosen) { /* the placement's answer stands for the search's */
+        a->best = (schedule){.cs = place_candidates[chosen->candidate]};
         predict(&r, batch, ranks, &a->rates, budget, &a->best);
         a->found = a->best.fits, a->searched = 1;
     }
     st = search_and_plan(&r, batch, ranks, budget, search, progress, a);
     model_run_close(&r);
     schedule *answers[] = {&a->best, &a->planned};
-    for (int k = 0; k < 2 && a->swappable; k++) {
+    for (int k = 0; k < 2 && how.places; k++) {
         answers[k]->places = true;
-        answers[k]->blocks_to_swap = a->placed < 0 ? a->swappable : a->placed;
+        answers[k]->blocks_to_swap = how.blocks_to_swap;
+        answers[k]->group_blocks = how.group_blocks, answers[k]->group_stream = how.group_stream;
         schedule_describe(answers[k]);
     }
     return st;
@@ -316,20 +416,20 @@ static st_status place_and_plan(config_factory make, void *ctx, int ranks, size_
 
 st_status advise_placement(config_factory make, void *ctx, size_t budget, const cost_rates *rates, advice *a)
 {
-    *a = (advice){.rule_choice = -1, .rates = *rates, .placed = -1};
+    *a = (advice){.rule_choice = -1, .rates = *rates, .placed = -1, .grouped_pick = -1};
     model_run r;
     int64_t batch;
     st_status st = open_run(make, ctx, "", &r, &batch);
     if (st) return st;
     a->swappable = swap_limit(r.m);
     model_run_close(&r);
-    return place(make, ctx, 1, rates, budget, a, &a->placed);
+    return place(make, ctx, 1, rates, budget, a);
 }
 
 st_status advise_at_rates(config_factory make, void *ctx, size_t budget, const cost_rates *rates, FILE *progress,
                           advice *a)
 {
-    *a = (advice){.rule_choice = -1, .rates = *rates,
+    *a = (advice){.rule_choice = -1, .rates = *rates, .grouped_pick = -1,
                   .link_rate = rates->link_per_byte > 0 ? 1 / rates->link_per_byte : 0};
     model_run r;
     int64_t batch;
@@ -387,7 +487,7 @@ static st_status calibrate(config_factory make, void *ctx, model_run *r, int64_t
 
 st_status advise(config_factory make, void *ctx, size_t budget, const advise_options *o, FILE *progress, advice *a)
 {
-    *a = (advice){.rule_choice = -1, .link_rate = o->link_rate};
+    *a = (advice){.rule_choice = -1, .grouped_pick = -1, .link_rate = o->link_rate};
     st_status st = o->link_rate > 0 ? ST_OK : link_bandwidth_measure(&a->link_rate);
     a->link_measured = o->link_rate <= 0;
     if (st) return st;

@@ -407,10 +407,12 @@ void family_sweep_place(family_sweep *f, const cost_rates *rates)
         for (int k = 0; k < 2 && bases[k]; k++) {
             placing ctx = {f->real, bases[k]};
             advice a;
-            if (advise_placement(placing_config, &ctx, f->predicted.budgets[b], rates, &a) || a.placed < 0) continue;
-            const placement *p = &a.place[a.placed];
-            if ((!k && !a.placed) || (out->found && p->sec >= out->sec)) continue; /* the modes' own; the fewer changes */
+            if (advise_placement(placing_config, &ctx, f->predicted.budgets[b], rates, &a)) continue;
+            const placement *p = advice_placement(&a);
+            if (!p || (!k && !a.placed && !p->group_blocks) || (out->found && p->sec >= out->sec))
+                continue; /* the modes' own; the fewer changes */
             *out = (struct family_place){.run = true, .found = true, .quantized = k, .blocks = a.placed,
+                                         .group_blocks = p->group_blocks, .group_stream = p->stream,
                                          .sec = p->sec, .peak = p->peak_device};
             snprintf(out->how, sizeof out->how, "%s%s", k ? "int8-quanto base, " : "", p->name);
         }
@@ -509,8 +511,8 @@ static void plan_text(const family_sweep *fs, int b, char *buf, size_t n)
              size, against);
 }
 
-/* "; with the weights placed: swap 6 blocks + unsloth interval 1 (2410 s / 46.9 GiB)" where block swap or an int8
- * base fits a budget no mode fits, or fits it faster; "" otherwise, or when the placement did not run. */
+/* "; with the weights placed: swap 6 blocks + unsloth interval 1 (2410 s / 46.9 GiB)" where block swap, group
+ * offload or an int8 base fits a budget no mode fits, or fits it faster; "" otherwise, or when the placement did not run. */
 static void place_text(const family_sweep *fs, int b, char *buf, size_t n)
 {
     const struct family_place *pl = b < FAMILY_BUDGETS_MAX ? &fs->placed[b] : NULL;
@@ -518,7 +520,7 @@ static void place_text(const family_sweep *fs, int b, char *buf, size_t n)
     buf[0] = 0;
     if (!pl || !pl->run) return;
     if (!pl->found) {
-        if (m < 0) snprintf(buf, n, "; nor with block swap or an int8 base");
+        if (m < 0) snprintf(buf, n, "; nor with block swap, group offload or an int8 base");
         return;
     }
     if (m >= 0 && pl->sec >= fs->predicted.cells[m * fs->predicted.n_budgets + b].sec_median) return;
@@ -705,7 +707,7 @@ static st_status write_md(const void *ctx, FILE *f)
                 char planned[96];
                 if (fs->skipped[0]) snprintf(text, sizeof text, "not run");
                 else fastest_text(&fs->predicted, b, text, sizeof text);
-                char placed[SWEEP_NAME_MAX + 96];
+                char placed[SWEEP_NAME_MAX + 192];
                 plan_text(fs, b, planned, sizeof planned);
                 place_text(fs, b, placed, sizeof placed);
                 fprintf(f, " %s%s%s |", text, planned, placed);
@@ -764,6 +766,10 @@ static cJSON *family_json(const family_sweep *fs, const machine_info *mi)
             ok = cJSON_AddStringToObject(wj, "schedule", pp->how) &&
                  cJSON_AddStringToObject(wj, "base_model_precision", pp->quantized ? "int8-quanto" : "as configured") &&
                  cJSON_AddNumberToObject(wj, "musubi_blocks_to_swap", pp->blocks) &&
+                 cJSON_AddBoolToObject(wj, "enable_group_offload", pp->group_blocks > 0) &&
+                 (pp->group_blocks ? cJSON_AddNumberToObject(wj, "group_offload_blocks_per_group", pp->group_blocks)
+                                   : cJSON_AddNullToObject(wj, "group_offload_blocks_per_group")) &&
+                 cJSON_AddBoolToObject(wj, "group_offload_use_stream", pp->group_stream) &&
                  cJSON_AddNumberToObject(wj, "sec_per_step", pp->sec) &&
                  cJSON_AddNumberToObject(wj, "peak_device_bytes", (double)pp->peak);
     }
