@@ -73,6 +73,10 @@ typedef struct param_set {
     int lyco_conv;
     bool oom;      /* the list could not grow: param_add returned -1 from then on */
     bool adapters_off; /* lin_forward skips every LoRA adapter (h3_drift's frozen-base forward) */
+    /* A family whose published checkpoint names its tensors otherwise (HeartMuLa's torchtune names): the parameter's
+     * name of a file's tensor, into name (PARAM_NAME_MAX bytes); param_set_load then also reads a folder in
+     * transformers' layout (model.safetensors.index.json, model.safetensors). NULL: the names are the parameters'. */
+    void (*checkpoint_name)(const char *tensor, char *name);
     const char *lora_component; /* the pipeline component its LoRA file names ("unet" for a U-Net); NULL: transformer */
     /* lora_type lycoris: the config's adapters and the family's module classes (lycoris.h), set before registration;
      * lin_register then adapts the layers they select, whatever rank its caller gives. NULL: LoRA. */
@@ -176,6 +180,8 @@ typedef enum param_part { PARAMS_ALL, PARAMS_TRAINABLE, PARAMS_FROZEN } param_pa
  * - a diffusers model folder holding SFT_DIFFUSERS_INDEX or SFT_DIFFUSERS_SINGLE, directly or in transformer/ (a
  *   pipeline folder, SimpleTuner's pretrained_model_name_or_path). Where both are present the index wins, as in
  *   diffusers' from_pretrained.
+ * With the set's checkpoint_name, a tensor loads into the parameter that names it (its own name or the one
+ * checkpoint_name gives it), a parameter held under both is refused, and a folder may be transformers'.
  * A missing tensor (other than a fixed one), an unexpected tensor (unless its name starts with other_prefix, e.g.
  * "optimizer." in a checkpoint), a wrong shape or dtype, a broken index or shard is one error line naming the
  * file and the tensor. A grid table (param_add_grid_table) is never read, whatever the file holds: it is computed

@@ -670,16 +670,18 @@ static st_status open_index(tensor_source *src)
 }
 
 /* path: a .safetensors file, a diffusers index, or a folder holding either (directly or in transformer/, the
- * pipeline's layout). In a folder the index wins over the single file, as in diffusers' from_pretrained. */
-static st_status source_open(const char *path, tensor_source *src)
+ * pipeline's layout). In a folder the index wins over the single file, as in diffusers' from_pretrained; with
+ * transformers, a transformers model folder's index or file too (a family's own checkpoint: HeartMuLa's). */
+static st_status source_open(const char *path, tensor_source *src, bool transformers)
 {
     *src = (tensor_source){.path = path};
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        static const char *const names[] = {SFT_DIFFUSERS_INDEX, SFT_DIFFUSERS_SINGLE};
+        static const char *const names[] = {SFT_DIFFUSERS_INDEX, SFT_DIFFUSERS_SINGLE, "model.safetensors.index.json",
+                                            "model.safetensors"};
         static const char *const subs[] = {"", "/transformer"};
         for (int d = 0; d < 2 && src->path == path; d++)
-            for (int k = 0; k < 2 && src->path == path; k++) {
+            for (int k = 0; k < (transformers ? 4 : 2) && src->path == path; k++) {
                 char folder[PATH_MAX_LEN];
                 snprintf(folder, sizeof folder, "%s%s", path, subs[d]);
                 st_status s = join(src->resolved, folder, names[k]);
@@ -687,8 +689,10 @@ static st_status source_open(const char *path, tensor_source *src)
                 if (is_file(src->resolved)) src->path = src->resolved;
             }
         if (src->path == path)
-            return st_fail(ST_ERR_IO, "%s: a folder without diffusers weights: looked for %s and %s in it and in its "
-                           "transformer/ subfolder", path, SFT_DIFFUSERS_INDEX, SFT_DIFFUSERS_SINGLE);
+            return st_fail(ST_ERR_IO, "%s: a folder without diffusers weights: looked for %s and %s%s in it and in "
+                           "its transformer/ subfolder", path, SFT_DIFFUSERS_INDEX, SFT_DIFFUSERS_SINGLE,
+                           transformers ? " (and transformers' model.safetensors.index.json and model.safetensors)"
+                                        : "");
     }
     size_t n = strlen(src->path);
     st_status s;
@@ -703,6 +707,26 @@ static st_status source_open(const char *path, tensor_source *src)
     return s;
 }
 
+/* The parameter's name of a file's tensor (s->checkpoint_name's, into buf), or the tensor's own */
+static const char *param_name_of(const param_set *s, const char *tensor, char *buf)
+{
+    if (!s->checkpoint_name) return tensor;
+    s->checkpoint_name(tensor, buf);
+    return buf;
+}
+
+/* The file holding parameter q and its tensor's name there (*tensor): q's own name, or under checkpoint_name the
+ * tensor it maps to q's; NULL when none */
+static sft_file *find_tensor(const param_set *s, const tensor_source *src, const param *q, const char **tensor)
+{
+    sft_file *f = source_find(src, *tensor = q->name);
+    char buf[PARAM_NAME_MAX];
+    for (int i = 0; !f && s->checkpoint_name && i < src->n; i++)
+        for (int j = 0; !f && j < sft_count(src->files[i]); j++)
+            if (!strcmp(param_name_of(s, *tensor = sft_at(src->files[i], j)->name, buf), q->name)) f = src->files[i];
+    return f;
+}
+
 /* Reads the parameters of `part` from src by name, but those named with skip_prefix (unless NULL); a fixed one may
  * be absent. */
 static st_status read_params(param_set *s, const tensor_source *src, param_part part, const char *skip_prefix)
@@ -712,9 +736,10 @@ static st_status read_params(param_set *s, const tensor_source *src, param_part 
         param *q = &s->items[i];
         if (!in_part(q, part) || (skip_prefix && !strncmp(q->name, skip_prefix, strlen(skip_prefix)))) continue;
         if (q->grid) continue; /* computed for this model's grid: a file's is of the grid it was saved at */
-        sft_file *f = source_find(src, q->name);
+        const char *tensor;
+        sft_file *f = find_tensor(s, src, q, &tensor);
         if (!f && q->fixed) continue;
-        st = f ? read_param(src, f, q->name, q)
+        st = f ? read_param(src, f, tensor, q)
                : st_fail(ST_ERR_FORMAT, "%s: tensor '%s' is missing", src->path, q->name);
     }
     return st;
@@ -747,7 +772,7 @@ static bool part_folder(param_set *s, const char *path, char *folder)
 static st_status read_part(param_set *s, const char *folder, param_part part)
 {
     tensor_source src;
-    st_status st = source_open(folder, &src);
+    st_status st = source_open(folder, &src, false);
     const size_t k = strlen(PART_PREFIX);
     for (int i = 0; i < s->n && !st; i++) {
         param *q = &s->items[i];
@@ -772,15 +797,19 @@ st_status param_set_load(param_set *s, const char *path, param_part part, const 
     char folder[PATH_MAX_LEN];
     const bool in_folder = part_folder(s, path, folder);
     tensor_source src;
-    st_status st = source_open(path, &src);
+    char buf[PARAM_NAME_MAX];
+    st_status st = source_open(path, &src, s->checkpoint_name != NULL);
     if (!st) st = read_params(s, &src, part, in_folder ? PART_PREFIX : NULL); /* the part's: read_part's */
     for (int f = 0; f < src.n && !st; f++)
         for (int i = 0; i < sft_count(src.files[f]) && !st; i++) {
             const char *name = sft_at(src.files[f], i)->name;
-            const param *q = param_find(s, name);
+            const param *q = param_find(s, param_name_of(s, name, buf));
             if (other_prefix && !strncmp(name, other_prefix, strlen(other_prefix))) continue;
             if ((!q || !in_part(q, part)) && !is_fp8_scale(s, &src, name, part))
                 st = unexpected(sft_path(src.files[f]), name, q, part);
+            else if (q && strcmp(name, q->name) && source_find(&src, q->name))
+                st = st_fail(ST_ERR_FORMAT, "%s: tensors '%s' and '%s' both hold parameter %s: keep one",
+                             sft_path(src.files[f]), name, q->name, q->name);
         }
     source_close(&src);
     if (!st && in_folder) st = read_part(s, folder, part);

@@ -155,6 +155,7 @@ typedef struct family_desc {
     unsigned fields;      /* the optional config fields it has (enum family_fields) */
     int axes;             /* its rotary axes are axes_dims_rope's, this many, filling each head (0: checked otherwise) */
     const char *lora_component; /* the component its LoRA files name adapters under ("unet."), NULL: the transformer */
+    void (*checkpoint_name)(const char *tensor, char *name); /* params.h's: its checkpoint's own names, or NULL */
     const lyco_class *lycoris_classes; /* where its LyCORIS module classes are (lycoris.h); NULL: lycoris not mapped */
     /* the modules SimpleTuner's _quanto_model leaves unquantized for this model_family (its exclude patterns, matched
      * as quanto matches them: fnmatch on a module's name, so a pattern excludes that module and not its children),

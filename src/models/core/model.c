@@ -229,6 +229,7 @@ static st_status create(const model_config *mc, pool *device, model *base, model
                              .mechanism = mc->mechanism};
     /* the U-Nets' LoRA files name their adapters under "unet.", as diffusers' and SimpleTuner's U-Net pipelines do */
     m->own_params.lora_component = family_of_config(mc)->lora_component;
+    m->own_params.checkpoint_name = family_of_config(mc)->checkpoint_name;
     m->own_params.bf16_base = mc->bf16_base;
     m->own_params.quant_base = mc->quant_base;
     m->own_params.quant_exclude = family_of_config(mc)->quanto_exclude;

@@ -343,6 +343,27 @@ static void hm_set_batch(model *m, int64_t batch)
     for (int q = 0; q < m->n_seq; q++) m->seq[q].state_numel[0] = batch * m->seq_sample[q];
 }
 
+/* A tensor name of HeartMuLa's published checkpoint, whose Llamas are torchtune's (attn.q_proj, attn.output_proj,
+ * mlp.w1 .. w3, sa_norm.scale, mlp_norm.scale, norm.scale), as the class's: SimpleTuner's from_pretrained maps its
+ * backbone.* and decoder.* keys so (_map_llama_key); the class's own names map to themselves */
+static void hm_checkpoint_name(const char *tensor, char *name)
+{
+    static const char *const map[][2] = {
+        {".attn.q_proj.", ".self_attn.q_proj."},  {".attn.k_proj.", ".self_attn.k_proj."},
+        {".attn.v_proj.", ".self_attn.v_proj."},  {".attn.output_proj.", ".self_attn.o_proj."},
+        {".mlp.w1.", ".mlp.gate_proj."},          {".mlp.w2.", ".mlp.down_proj."},
+        {".mlp.w3.", ".mlp.up_proj."},            {".sa_norm.scale", ".input_layernorm.weight"},
+        {".mlp_norm.scale", ".post_attention_layernorm.weight"}, {".norm.scale", ".norm.weight"}};
+    snprintf(name, PARAM_NAME_MAX, "%s", tensor);
+    if (strncmp(tensor, "backbone.", 9) && strncmp(tensor, "decoder.", 8)) return;
+    for (size_t i = 0; i < sizeof map / sizeof *map; i++) {
+        char *at = strstr(name, map[i][0]), rest[PARAM_NAME_MAX];
+        if (!at) continue;
+        snprintf(rest, sizeof rest, "%s", at + strlen(map[i][0]));
+        snprintf(at, PARAM_NAME_MAX - (size_t)(at - name), "%s%s", map[i][1], rest);
+    }
+}
+
 /* segtrain's own initialisation, for training from scratch: norms at 1, the tables N(0, 0.02), xavier linears */
 static const init_rule hm_inits[] = {{INIT_ONE, "norm"}, {INIT_NORMAL, "embedding|audio_head"}, {0}};
 
@@ -426,5 +447,5 @@ const family_desc heartmula_desc = {
     .ops = &(const model_family){.create = hm_create, .impl_size = sizeof(hm_model), .set_batch = hm_set_batch,
                                  .forward = hm_forward, .backward = hm_backward, .release = hm_release,
                                  .inits = hm_inits},
-    .swap_blocks = {"backbone.layers"},
+    .swap_blocks = {"backbone.layers"}, .checkpoint_name = hm_checkpoint_name,
 };
