@@ -129,9 +129,9 @@ static void test_training(void)
 
 /* ---- refusals ---- */
 
-/* A sample file of frames x k audio ids (audio as given, in dtype), tag and lyric ids */
-static void write_sample(const char *dir, const char *name, int64_t frames, int64_t k, const int64_t *audio,
-                         sft_dtype dtype, int64_t tag_id)
+/* A sample file of frames x k audio ids (audio as given, in dtype), tag and lyric ids, written for family */
+static void write_sample(const char *dir, const char *name, const char *family, int64_t frames, int64_t k,
+                         const int64_t *audio, sft_dtype dtype, int64_t tag_id)
 {
     float audio_f[64];
     for (int64_t i = 0; i < frames * k; i++) audio_f[i] = (float)audio[i];
@@ -139,7 +139,7 @@ static void write_sample(const char *dir, const char *name, int64_t frames, int6
     const sft_entry e[3] = {{"audio_tokens", dtype, 2, {frames, k}, dtype == SFT_I64 ? (const void *)audio : audio_f},
                             {"tag_ids", SFT_I64, 1, {3}, tags},
                             {"lyric_ids", SFT_I64, 1, {2}, lyrics}};
-    const char *meta[4] = {"family", "heartmula", "tags", "pop"};
+    const char *meta[4] = {"family", family, "tags", "pop"};
     CHECKF(sft_write(tk_path(dir, name), e, 3, meta, 2) == ST_OK, "%s", st_error());
 }
 
@@ -156,8 +156,8 @@ static const char *make_cache(const char *name, int64_t k, int64_t v)
              "\"samples\": [\"a.safetensors\", \"b.safetensors\"]}", (long long)k, (long long)v);
     tk_write_file(dir, "cache.json", json);
     const int64_t ids[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-    write_sample(dir, "a.safetensors", 2, K, ids, SFT_I64, 4);
-    write_sample(dir, "b.safetensors", 2, K, ids, SFT_I64, 5);
+    write_sample(dir, "a.safetensors", "heartmula", 2, K, ids, SFT_I64, 4);
+    write_sample(dir, "b.safetensors", "heartmula", 2, K, ids, SFT_I64, 5);
     return dir;
 }
 
@@ -189,20 +189,24 @@ static void test_refusals(void)
     refused("a truncated sample", dir, &tiny, "sample b.safetensors is unreadable or corrupt");
     dir = make_cache("codebooks", K, V);
     const int64_t six[6] = {1, 2, 3, 4, 5, 6}, eight[8] = {1, 2, 3, 4, 5, 6, 7, 8}, high[8] = {0, 1, 2, 3, 4, 5, 24, 7};
-    write_sample(dir, "b.safetensors", 2, 3, six, SFT_I64, 5);
+    write_sample(dir, "b.safetensors", "heartmula", 2, 3, six, SFT_I64, 5);
     refused("a sample of 3 codebooks", dir, &tiny,
             "b.safetensors: audio_tokens is 2 x 3, 3 codebooks; the model has 4");
     dir = make_cache("vocab", K, V);
-    write_sample(dir, "b.safetensors", 2, K, high, SFT_I64, 5);
+    write_sample(dir, "b.safetensors", "heartmula", 2, K, high, SFT_I64, 5);
     refused("an audio id past the vocabulary", dir, &tiny,
             "b.safetensors: audio_tokens[1][2] is 24, outside the audio vocabulary 0 to 23");
     dir = make_cache("text-vocab", K, V);
-    write_sample(dir, "a.safetensors", 2, K, eight, SFT_I64, 50);
+    write_sample(dir, "a.safetensors", "heartmula", 2, K, eight, SFT_I64, 50);
     refused("a tag id past the text vocabulary", dir, &tiny,
             "a.safetensors: tag_ids[1] is 50, outside the text vocabulary 0 to 49");
     dir = make_cache("float-ids", K, V);
-    write_sample(dir, "a.safetensors", 2, K, eight, SFT_F32, 4);
+    write_sample(dir, "a.safetensors", "heartmula", 2, K, eight, SFT_F32, 4);
     refused("ids stored as floats", dir, &tiny, "a.safetensors: audio_tokens is F32 of 2 dimensions");
+    dir = make_cache("family", K, V);
+    write_sample(dir, "b.safetensors", "flux", 2, K, eight, SFT_I64, 5);
+    refused("a sample written for another family", dir, &tiny,
+            "b.safetensors: written for family flux, cache.json says heartmula");
     refused("a header of another vocabulary", make_cache("header", K, 30), &tiny,
             "audio_vocab_size 30, the model's is 24 (num_classes)");
     const cache_want flux = {"flux", 4, 8, 1, 8, 32, 16, false, 0, NULL, false, 0, 0, 0, 0};

@@ -64,10 +64,11 @@ static st_status in_vocab(const char *dir, const char *file, const char *name, c
     return ST_OK;
 }
 
-/* A sample file read and checked against the dataset (its codebooks, vocabularies and rows), dir and file naming it;
- * its tags (metadata) into *caption, a copy, where caption is not NULL */
-static st_status load_sample(const dataset *ds, const char *dir, const char *file, const char *path, token_sample *s,
-                             char **caption)
+/* A sample file read and checked against the dataset (its codebooks, vocabularies and rows) and, where cache_family
+ * is not NULL, against cache.json's family, dir and file naming it; its tags (metadata) into *caption, a copy, where
+ * caption is not NULL */
+static st_status load_sample(const dataset *ds, const char *dir, const char *file, const char *path,
+                             const char *cache_family, token_sample *s, char **caption)
 {
     *s = (token_sample){0};
     sft_file *f = NULL;
@@ -75,9 +76,9 @@ static st_status load_sample(const dataset *ds, const char *dir, const char *fil
     if (st) return st_fail(st, "data_cache_dir %s: sample %s is unreadable or corrupt: %s", dir, file, st_error());
     const char *family = sft_metadata(f, "family");
     int64_t k = 0;
-    if (family && strcmp(family, "heartmula"))
-        st = st_fail(ST_ERR_INVALID, "data_cache_dir %s: %s: written for family %s, cache.json says heartmula", dir,
-                     file, family);
+    if (family && cache_family && strcmp(family, cache_family))
+        st = st_fail(ST_ERR_INVALID, "data_cache_dir %s: %s: written for family %s, cache.json says %s", dir, file,
+                     family, cache_family);
     if (!st) st = read_ids(dir, file, f, "audio_tokens", 2, &s->audio, &s->frames, &k);
     if (!st && k != ds->codebooks)
         st = st_fail(ST_ERR_INVALID, "data_cache_dir %s: %s: audio_tokens is %lld x %lld, %lld codebooks; the model "
@@ -129,7 +130,7 @@ static void lay_out(const dataset *ds, const token_sample *s, float *x, float *c
 st_status token_read(const dataset *ds, const char *path, float *x, float *cond)
 {
     token_sample s;
-    st_status st = load_sample(ds, "(read again)", path, path, &s, NULL); /* it changed since the cache was opened */
+    st_status st = load_sample(ds, "(read again)", path, path, NULL, &s, NULL); /* it changed since the cache was opened */
     if (!st) lay_out(ds, &s, x, cond);
     sample_free(&s);
     return st;
@@ -194,6 +195,7 @@ static st_status add_samples(dataset *ds, const char *dir, const cJSON *root)
 {
     int64_t count = 0;
     const cJSON *samples = cJSON_GetObjectItemCaseSensitive(root, "samples");
+    const char *family = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(root, "family")); /* checked */
     st_status st = cache_index_int(dir, root, "count", 0, &count);
     if (!st && (!cJSON_IsArray(samples) || cJSON_GetArraySize(samples) != count || !count))
         st = st_fail(ST_ERR_FORMAT, "data_cache_dir %s: cache.json: samples must be a list of the %lld files count "
@@ -208,7 +210,7 @@ static st_status add_samples(dataset *ds, const char *dir, const cJSON *root)
         }
         char *path = data_join_path(dir, s->valuestring), *caption = NULL;
         token_sample ts = {0};
-        st = path ? load_sample(ds, dir, s->valuestring, path, &ts, &caption) : data_oom();
+        st = path ? load_sample(ds, dir, s->valuestring, path, family, &ts, &caption) : data_oom();
         sample_free(&ts);
         if (!st) st = data_add_item(&sc, path, caption, 0), path = NULL; /* the tags as its caption */
         free(path);
