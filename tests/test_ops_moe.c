@@ -119,6 +119,19 @@ int main(void)
     for (int i = 0; i < E * D; i++) nz += fabs(gwg[i]);
     CHECKF(nz > 1e-3, "the gate's gradient is non-zero (%g)", nz); /* the weights' path is exercised */
 
+    /* mixed_precision bf16: the scores, the weights and the combined output are bf16 values, near float's */
+    moe_route_view(&r2, b2, N, E, K);
+    r2.bf16 = true;
+    moe_run(&r2, y2, xr, yr, x, wg, we);
+    float held[N * D]; /* D > E: it holds the scores too */
+    memcpy(held, r2.scores, (size_t)(N * E) * sizeof(float));
+    round_to_bf16(held, N * E);
+    tk_expect_bitwise("moe bf16 scores are bf16", held, r2.scores, N * E);
+    memcpy(held, y2, sizeof y2);
+    round_to_bf16(held, N * D);
+    tk_expect_bitwise("moe bf16 output is bf16", held, y2, N * D);
+    tk_expect_close("moe bf16 output near the reference", y2, c->y, N * D, 3e-2);
+
     free(b1), free(b2), free(c);
     CHECKF(pool_destroy(p) == 0, "moe: the pool leaked");
     return tk_finish();

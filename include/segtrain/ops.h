@@ -647,9 +647,11 @@ st_status host_loop(const void *out, host_loop_fn fn, void *arg);
  * expert e's GEMMs run over rows start[e] .. start[e+1): always n k rows whatever the routing, so no allocation
  * depends on the data. The state lives in one caller's buffer of moe_route_bytes (int64-aligned), which backward
  * reads (the scores for softmax's backward); it is a function of x and Wg alone, so a recompute makes it bitwise
- * again. */
+ * again. With bf16 set (mixed_precision bf16; moe_route_view clears it) the logits, the scores and each weighted
+ * expert row are rounded to bf16, and the combined sum once, as PyTorch's bf16 MoEGate and combine make them. */
 typedef struct moe_route {
     int64_t n, E, k;
+    bool bf16;
     int64_t *start;  /* (E + 1) */
     float *scores;   /* (n, E): the softmax */
     float *weight;   /* (n, k): the chosen scores */

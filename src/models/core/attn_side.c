@@ -50,7 +50,8 @@ static st_status side_pack(block_saved *sv, bool widen)
     for (int s = 0; s < 2; s++) {
         if (!sv->mod_borrowed) slot[n++] = &sv->mod[s];
         slot[n++] = &sv->o[s];
-        if (!sv->ffn_float) slot[n++] = &sv->f1[s], slot[n++] = &sv->f2[s], slot[n++] = &sv->f3[s];
+        if (!sv->f1_raw[s]) slot[n++] = &sv->f1[s];
+        slot[n++] = &sv->f2[s], slot[n++] = &sv->f3[s];
     }
     slot[n++] = &sv->o2;
     for (int i = 0; i < 4; i++) slot[n++] = &sv->o3[i];

@@ -33,7 +33,7 @@ struct block_saved {
     bool xo_kept;      /* ... XO's among them (frame's keep_xo) */
     bool bf16;         /* mixed_precision bf16: what is kept is held in bf16 between forward and backward */
     bool packed;       /* ... and is so now (side_pack) */
-    bool ffn_float;    /* f1, f2, f3 stay float: not plain tensors (HiDream's mixture of experts keeps its routing) */
+    bool f1_raw[2];    /* f1[s] holds bytes, not a tensor (HiDream's routing state, its indices among them): kept as is */
     host_tensor h[SIDE_MAX + ATTN_N]; /* the side and the attention states, while on the host */
 };
 

@@ -175,13 +175,26 @@ static int64_t ffn_tmp(const hd_dims *d, int s)
     return w + nk * d->D + n * d->D;
 }
 
+/* g = silu(f1) f3; under bf16 each of the two made bf16 (side_made), as PyTorch's bf16 F.silu(w1(x)) * w3(x) */
+static void swiglu_act(const struct model *m, float *g, const float *f1, const float *f3, int64_t n, int64_t F)
+{
+    if (!m->cfg.bf16_activations) {
+        glu_forward(g, f1, f3, n, F, F, GLU_SILU);
+        return;
+    }
+    silu_forward(g, f1, n * F);
+    side_made(m, g, n * F);
+    mul_scaled(g, g, f3, 1.0f, n * F);
+    side_made(m, g, n * F);
+}
+
 static st_status swiglu_forward(const struct model *m, const hd_ffn *f, float *y, float *f1, float *f3, float *g,
                                 const float *x, int64_t n, int64_t F)
 {
     st_status st = fwd(m, &f->w1, f1, x, n);
     if (!st) st = fwd(m, &f->w3, f3, x, n);
     if (st) return st;
-    glu_forward(g, f1, f3, n, F, F, GLU_SILU);
+    swiglu_act(m, g, f1, f3, n, F);
     return fwd(m, &f->w2, y, g, n);
 }
 
@@ -194,7 +207,7 @@ static st_status swiglu_backward(const struct model *m, const hd_ffn *f, float *
     float *dg = scratch_take_zero(&k, n * F, MEM_WORKSPACE, "hidream.dswiglu");
     float *df = scratch_take_zero(&k, n * F, MEM_WORKSPACE, "hidream.dw1");
     if (k.status) return scratch_end(&k);
-    glu_forward(g, f1, f3, n, F, F, GLU_SILU);
+    swiglu_act(m, g, f1, f3, n, F);
     if ((k.status = bwd(m, &f->w2, dg, dy, g, n))) return scratch_end(&k);
     zero_bytes(g, (size_t)(n * F) * sizeof(float)); /* g: dL/df3 now */
     glu_backward(df, g, dg, f1, f3, n, F, F, GLU_SILU);
@@ -208,11 +221,12 @@ typedef struct moe_parts {
     float *f1, *f3, *yr, *s1, *s3;
 } moe_parts;
 
-static moe_parts moe_parts_of(const hd_dims *d, int s, float *route, float *rest)
+static moe_parts moe_parts_of(const struct model *m, const hd_dims *d, int s, float *route, float *rest)
 {
     const int64_t n = d->rows[s], nk = n * d->K;
     moe_parts p;
     moe_route_view(&p.r, route, n, d->E, d->K);
+    p.r.bf16 = m->cfg.bf16_activations;
     p.f1 = rest, p.f3 = p.f1 + nk * d->F, p.yr = p.f3 + nk * d->F, p.s1 = p.yr + nk * d->D, p.s3 = p.s1 + n * d->Fs;
     return p;
 }
@@ -223,7 +237,7 @@ static st_status ffn_forward(const struct model *m, const hd_block *b, const hd_
 {
     const int64_t n = d->rows[s], nk = n * d->K, D = d->D;
     if (!d->moe[s]) return swiglu_forward(m, &b->ff_t, y, f1, f2, tmp, x, n, d->F);
-    moe_parts p = moe_parts_of(d, s, f1, f2);
+    moe_parts p = moe_parts_of(m, d, s, f1, f2);
     const int64_t w = nk * d->F > n * d->Fs ? nk * d->F : n * d->Fs;
     float *g = tmp, *xr = g + w, *ys = xr + nk * D;
     moe_route_forward(&p.r, x, W(b->gate), D);
@@ -235,14 +249,14 @@ static st_status ffn_forward(const struct model *m, const hd_block *b, const hd_
         if (!st) st = fwd(m, &b->expert[e].w3, p.f3 + a * d->F, xr + a * D, r);
     }
     if (st) return st;
-    glu_forward(g, p.f1, p.f3, nk, d->F, d->F, GLU_SILU);
+    swiglu_act(m, g, p.f1, p.f3, nk, d->F);
     for (int e = 0; e < d->E && !st; e++) {
         const int64_t a = moe_expert_start(&p.r, e), r = moe_expert_start(&p.r, e + 1) - a;
         st = fwd(m, &b->expert[e].w2, p.yr + a * D, g + a * d->F, r);
     }
     if (!st) moe_combine_forward(y, p.yr, &p.r, D);
     if (!st) st = swiglu_forward(m, &b->shared, ys, p.s1, p.s3, g, x, n, d->Fs);
-    if (!st) add_to(y, ys, n * D);
+    if (!st) add_to(y, ys, n * D), side_made(m, y, n * D);
     return st;
 }
 
@@ -252,7 +266,7 @@ static st_status ffn_backward(const struct model *m, const hd_block *b, const hd
 {
     const int64_t n = d->rows[s], nk = n * d->K, D = d->D, F = d->F;
     if (!d->moe[s]) return swiglu_backward(m, &b->ff_t, dx, dy, x, f1, f2, n, F);
-    moe_parts p = moe_parts_of(d, s, f1, f2);
+    moe_parts p = moe_parts_of(m, d, s, f1, f2);
     scratch k = {.pool = m->pool};
     float *xr = scratch_take(&k, nk * D, MEM_WORKSPACE, "hidream.moe.rows");
     float *dxr = scratch_take_zero(&k, nk * D, MEM_WORKSPACE, "hidream.moe.drows");
@@ -266,7 +280,7 @@ static st_status ffn_backward(const struct model *m, const hd_block *b, const hd
     if (k.status) return scratch_end(&k);
     moe_combine_backward(dyr, dw, dy, p.yr, &p.r, D);
     moe_dispatch_forward(xr, x, &p.r, D);
-    glu_forward(g, p.f1, p.f3, nk, F, F, GLU_SILU);
+    swiglu_act(m, g, p.f1, p.f3, nk, F);
     for (int e = 0; e < d->E && !k.status; e++) {
         const int64_t a = moe_expert_start(&p.r, e), r = moe_expert_start(&p.r, e + 1) - a;
         k.status = bwd(m, &b->expert[e].w2, dg + a * F, dyr + a * D, g + a * F, r);
@@ -298,16 +312,18 @@ static attn_shape joint_attn(const hd_block *b)
 static size_t hd_kept_bytes(const block *b, keep_level keep)
 {
     const hd_dims d = dims_of(b->self);
-    int64_t floats = d.B * d.MS, ffn = 0; /* the modulation, the output projections; the feed-forwards' parts */
+    /* the modulation, the output projections; the feed-forwards' parts, but a routing state, which stays as it is
+     * (block_saved's f1_raw: its indices among it) */
+    int64_t floats = d.B * d.MS, ffn = 0, route = 0;
     for (int s = 0; s < d.n; s++) {
         int64_t part[3];
         ffn_parts(&d, s, part);
-        floats += d.rows[s] * d.D, ffn += part[0] + part[1] + part[2];
+        floats += d.rows[s] * d.D, ffn += part[1] + part[2];
+        *(d.moe[s] ? &route : &ffn) += part[0];
     }
-    /* the feed-forwards' parts stay float (block_saved's ffn_float: the routing's indices among them) */
     const size_t elem = side_elem(((const hd_block *)b->self)->m);
-    const size_t bytes = side_kept_bytes(joint_attn(b->self), keep, floats, 0, elem);
-    return bytes + (keep == KEEP_ALL ? (size_t)ffn * sizeof(float) : 0);
+    const size_t bytes = side_kept_bytes(joint_attn(b->self), keep, floats, ffn, elem);
+    return bytes + (keep == KEEP_ALL ? (size_t)route * sizeof(float) : 0);
 }
 
 static size_t hd_offloaded_bytes(const block *b)
@@ -395,13 +411,13 @@ static st_status hd_forward(block *b, const block_state *in, block_state *out, k
     for (int s = 0; s < d.n; s++) y[s] = scratch_take(&f.kept, d.rows[s] * D, MEM_ACTIVATIONS, "hidream.state");
     side_take_self(&f, sv, joint_attn(hb));
     sv->mod[0] = scratch_take(f.ks, d.B * d.MS, f.kt, "hidream.mod");
-    sv->ffn_float = true;
     int64_t tmpn = 0;
     for (int s = 0; s < d.n; s++) {
         int64_t part[3];
         ffn_parts(&d, s, part);
         sv->o[s] = scratch_take(f.ks, d.rows[s] * D, f.kt, "hidream.out");
         sv->f1[s] = scratch_take(f.fs, part[0], f.ft, d.moe[s] ? "hidream.moe.route" : "hidream.ff1");
+        sv->f1_raw[s] = d.moe[s];
         sv->f2[s] = scratch_take(f.fs, part[1], f.ft, d.moe[s] ? "hidream.moe.ffn" : "hidream.ff3");
         sv->f3[s] = scratch_take(f.fs, part[2], f.ft, "hidream.ffn.out");
         tmpn = ffn_tmp(&d, s) > tmpn ? ffn_tmp(&d, s) : tmpn;

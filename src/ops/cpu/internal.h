@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "segtrain/ops.h"
+#include "segtrain/safetensors.h"
 
 /* The profile (common.c): each public op is a thin wrapper that times its _run body when profiling is on. */
 extern int ops_profiling;
@@ -19,6 +20,9 @@ static inline void prof_add(op_kind kind, double t0, double flops, double bytes)
 {
     if (ops_profiling) prof_record(kind, t0, flops, bytes);
 }
+
+/* x rounded to bfloat16 and back (round_to_bf16's, one value): an op's step under mixed_precision bf16 */
+static inline float bf16_of(float x) { return sft_bf16_to_f32(sft_f32_to_bf16(x)); }
 
 /* A dry step's buffers (pool.h) hold nothing: an op on them makes its pool allocations, counts its FLOPs in the
  * profile and computes nothing. It is told by the pointer it writes (or, in backward, the gradient it reads). */

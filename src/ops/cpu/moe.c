@@ -20,7 +20,7 @@ void moe_route_view(moe_route *r, void *buf, int64_t n, int64_t E, int64_t k)
     r->expert = (int32_t *)p, p += (size_t)(n * k) * sizeof(int32_t);
     r->row = (int32_t *)p, p += (size_t)(n * k) * sizeof(int32_t);
     r->src = (int32_t *)p;
-    r->n = n, r->E = E, r->k = k;
+    r->n = n, r->E = E, r->k = k, r->bf16 = false;
 }
 
 static void route_run(moe_route *r)
@@ -29,10 +29,11 @@ static void route_run(moe_route *r)
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < n; t++) {
         float *s = r->scores + t * E;
+        for (int64_t e = 0; r->bf16 && e < E; e++) s[e] = bf16_of(s[e]); /* the gate's bf16 logits */
         float mx = s[0], sum = 0.0f;
         for (int64_t e = 1; e < E; e++) mx = s[e] > mx ? s[e] : mx;
         for (int64_t e = 0; e < E; e++) sum += s[e] = expf(s[e] - mx);
-        for (int64_t e = 0; e < E; e++) s[e] /= sum;
+        for (int64_t e = 0; e < E; e++) s[e] = r->bf16 ? bf16_of(s[e] / sum) : s[e] / sum;
         /* the k largest, largest first; a tie goes to the lower expert */
         for (int64_t j = 0; j < k; j++) {
             int64_t best = -1;
@@ -131,8 +132,12 @@ void moe_combine_forward(float *y, const float *yr, const moe_route *r, int64_t 
             for (int64_t c = 0; c < d; c++) o[c] = 0.0f;
             for (int64_t j = 0; j < r->k; j++) {
                 const float w = r->weight[t * r->k + j], *v = yr + (int64_t)r->row[t * r->k + j] * d;
-                for (int64_t c = 0; c < d; c++) o[c] += w * v[c];
+                if (r->bf16) /* y * topk_weight in bf16, then summed over the k choices into bf16 */
+                    for (int64_t c = 0; c < d; c++) o[c] += bf16_of(w * v[c]);
+                else
+                    for (int64_t c = 0; c < d; c++) o[c] += w * v[c];
             }
+            for (int64_t c = 0; r->bf16 && c < d; c++) o[c] = bf16_of(o[c]);
         }
     }
     prof_add(OP_POINTWISE, t0, 0, (double)(2 * r->n * r->k * d) * 4.0);
