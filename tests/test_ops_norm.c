@@ -447,7 +447,7 @@ static void test_grn(int64_t batch, int64_t tokens, int64_t c, float offset, boo
 
     /* forward with kept state: exactly the stated bytes, as activations, nothing transient on top */
     op_state keep = {0};
-    CHECK(grn_forward(p, y, x, gm, bt, batch, tokens, c, &keep) == ST_OK);
+    CHECK(grn_forward(p, y, x, gm, bt, batch, tokens, c, false, &keep) == ST_OK);
     CHECKF(keep.bytes == grn_kept_bytes(batch, c) && keep.pool == p && pool_live(p) == keep.bytes &&
                pool_peak(p) == keep.bytes, "%s: kept %zu bytes (live %zu, peak %zu), states %zu", tag, keep.bytes,
            pool_live(p), pool_peak(p), grn_kept_bytes(batch, c));
@@ -458,11 +458,19 @@ static void test_grn(int64_t batch, int64_t tokens, int64_t c, float offset, boo
     /* without kept state: the same bits, the state's bytes as workspace, freed */
     const size_t live = pool_live(p);
     pool_reset_peak(p);
-    CHECK(grn_forward(p, y2, x, gm, bt, batch, tokens, c, NULL) == ST_OK);
+    CHECK(grn_forward(p, y2, x, gm, bt, batch, tokens, c, false, NULL) == ST_OK);
     CHECKF(pool_live(p) == live && pool_peak(p) == live + grn_kept_bytes(batch, c), "%s keep=NULL: peak %zu", tag,
            pool_peak(p) - live);
     snprintf(what, sizeof what, "%s forward keep=NULL same bits", tag);
     tk_expect_bitwise(what, y2, y, total);
+    /* bf16 (PyTorch's bf16 module's steps): a bf16 output, within a few bf16 roundings of float's */
+    CHECK(grn_forward(p, y2, x, gm, bt, batch, tokens, c, true, NULL) == ST_OK);
+    snprintf(what, sizeof what, "%s bf16 forward", tag);
+    tk_expect_close(what, y2, g.y, total, 2e-2);
+    for (int64_t k = 0; k < total; k++) dx[k] = y2[k];
+    round_to_bf16(dx, total);
+    snprintf(what, sizeof what, "%s bf16 forward is bf16", tag);
+    tk_expect_bitwise(what, dx, y2, total);
 
     /* backward, accumulated onto 0.25, against central differences */
     for (int64_t k = 0; k < total; k++) dx[k] = 0.25f;
@@ -489,10 +497,10 @@ static void test_grn(int64_t batch, int64_t tokens, int64_t c, float offset, boo
     float *alone[3] = {fbuf(total), fbuf(c), fbuf(c)};
     const int threads = ops_threads();
     ops_set_threads(1);
-    CHECK(grn_forward(p, y1, x, gm, bt, batch, tokens, c, NULL) == ST_OK);
+    CHECK(grn_forward(p, y1, x, gm, bt, batch, tokens, c, false, NULL) == ST_OK);
     CHECK(grn_backward(p, d1[0], d1[1], d1[2], dy, x, gm, batch, tokens, c, &keep) == ST_OK);
     ops_set_threads(2);
-    CHECK(grn_forward(p, y2, x, gm, bt, batch, tokens, c, NULL) == ST_OK);
+    CHECK(grn_forward(p, y2, x, gm, bt, batch, tokens, c, false, NULL) == ST_OK);
     CHECK(grn_backward(p, d2[0], d2[1], d2[2], dy, x, gm, batch, tokens, c, &keep) == ST_OK);
     CHECK(grn_backward(p, alone[0], NULL, NULL, dy, x, gm, batch, tokens, c, &keep) == ST_OK);
     CHECK(grn_backward(p, NULL, alone[1], NULL, dy, x, NULL, batch, tokens, c, &keep) == ST_OK); /* gamma unread */
@@ -505,7 +513,7 @@ static void test_grn(int64_t batch, int64_t tokens, int64_t c, float offset, boo
 
     op_state_release(&keep);
     CHECK(pool_live(p) == 0 && keep.data == NULL);
-    CHECKF(grn_forward(p, y, x, gm, bt, batch, 0, c, NULL) == ST_ERR_INVALID && strstr(st_error(), "grn:"),
+    CHECKF(grn_forward(p, y, x, gm, bt, batch, 0, c, false, NULL) == ST_ERR_INVALID && strstr(st_error(), "grn:"),
            "no tokens: %s", st_error());
     CHECKF(pool_destroy(p) == 0, "%s: pool leaks", tag);
     free(x), free(gm), free(bt), free(dy), free(y), free(y2), free(y1), free(dx), free(dg), free(db), free(fd);
@@ -523,9 +531,9 @@ static void test_grn_dry(void)
     CHECK(pool_alloc(p, (size_t)total * 4, MEM_ACTIVATIONS, "y", (void **)&y) == ST_OK);
     const size_t live = pool_live(p);
     op_state keep = {0};
-    CHECK(grn_forward(p, y, x, g, g, batch, tokens, c, NULL) == ST_OK && pool_live(p) == live);
+    CHECK(grn_forward(p, y, x, g, g, batch, tokens, c, false, NULL) == ST_OK && pool_live(p) == live);
     CHECK(pool_peak(p) == live + grn_kept_bytes(batch, c));
-    CHECK(grn_forward(p, y, x, g, g, batch, tokens, c, &keep) == ST_OK);
+    CHECK(grn_forward(p, y, x, g, g, batch, tokens, c, false, &keep) == ST_OK);
     CHECK(keep.bytes == grn_kept_bytes(batch, c) && pool_live(p) == live + keep.bytes);
     pool_reset_peak(p);
     CHECK(grn_backward(p, x, g, g, y, x, g, batch, tokens, c, &keep) == ST_OK);

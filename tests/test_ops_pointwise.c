@@ -447,7 +447,7 @@ static void test_plane_ops(void)
     tk_fill(x, N, 31, -2.0f, 2.0f), tk_fill(sc, P, 32, -0.5f, 0.5f), tk_fill(sh, P, 33, -1.0f, 1.0f);
     tk_fill(w, N, 34, -1.0f, 1.0f);
     tk_to_double(xd, x, N), tk_to_double(scd, sc, P), tk_to_double(shd, sh, P), tk_to_double(wd, w, N);
-    plane_scale_shift_forward(y, x, sc, sh, P, T);
+    plane_scale_shift_forward(y, x, sc, sh, P, T, false);
     for (int i = 0; i < N; i++) yr[i] = xd[i] * (1 + scd[i / T]) + shd[i / T];
     tk_expect_close("plane_scale_shift forward", y, yr, N, FWD_TOL);
     plane_ctx c = {xd, scd, shd, wd};
@@ -455,15 +455,28 @@ static void test_plane_ops(void)
     tk_numeric_grad(plane_loss, &c, scd, P, FD_H, gsc);
     tk_numeric_grad(plane_loss, &c, shd, P, FD_H, gsh);
     memset(dx, 0, sizeof dx), memset(dsc, 0, sizeof dsc), memset(dsh, 0, sizeof dsh);
-    plane_scale_shift_backward(dx, dsc, dsh, w, x, sc, P, T);
+    plane_scale_shift_backward(dx, dsc, dsh, w, x, sc, P, T, false);
     tk_expect_close("plane_scale_shift dx", dx, gx, N, GRAD_TOL);
     tk_expect_close("plane_scale_shift dscale", dsc, gsc, P, GRAD_TOL);
     tk_expect_close("plane_scale_shift dshift", dsh, gsh, P, GRAD_TOL);
     float ip[N], ipsc[P] = {0}, ipsh[P] = {0}; /* in place: dy becomes dx, the sums read dy first */
     memcpy(ip, w, sizeof ip);
-    plane_scale_shift_backward(ip, ipsc, ipsh, ip, x, sc, P, T);
+    plane_scale_shift_backward(ip, ipsc, ipsh, ip, x, sc, P, T, false);
     tk_expect_bitwise("plane_scale_shift backward in place (dx == dy)", ip, dx, N);
     tk_expect_bitwise("plane_scale_shift dscale in place", ipsc, dsc, P);
+    /* bf16: 1 + scale, the product and the sum each rounded (PyTorch's bf16 x * (1 + a) + b) */
+    float yb[N], ab[P];
+    for (int i = 0; i < P; i++) ab[i] = 1.0f + sc[i];
+    round_to_bf16(ab, P);
+    plane_scale_shift_forward(yb, x, sc, sh, P, T, true);
+    for (int i = 0; i < N; i++) {
+        float v = x[i] * ab[i / T];
+        round_to_bf16(&v, 1);
+        v += sh[i / T];
+        round_to_bf16(&v, 1);
+        y[i] = v;
+    }
+    tk_expect_bitwise("plane_scale_shift bf16 forward", yb, y, N);
     float dv[P] = {0}, yv[N];
     memcpy(yv, x, sizeof yv);
     plane_add_forward(yv, sh, P, T);

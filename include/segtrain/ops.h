@@ -169,11 +169,13 @@ st_status groupnorm_backward(pool *p, float *dx, float *dw, float *db, const flo
  * a[b, :] + 1e-6), y = gamma[ch] x s[b, ch] + beta[ch] + x. The sums run in double, each in a fixed order whatever the
  * threads. Keeps a and the per-sample means (grn_kept_bytes); with keep NULL they live in as much workspace instead.
  * Backward accumulates dx, dgamma and dbeta (each may be NULL) and reads x, gamma (only for dx) and the kept state;
- * its workspace (grn_workspace_bytes) holds each (sample, channel)'s sums over the tokens. */
+ * its workspace (grn_workspace_bytes) holds each (sample, channel)'s sums over the tokens. With bf16 (mixed_precision
+ * bf16) each step's output is rounded to bf16 as PyTorch's bf16 GlobalResponseNorm makes it (a, the mean, the mean
+ * + 1e-6, s, x s, gamma x s, + beta, + x), and the kept a and means are those rounded values. */
 size_t grn_kept_bytes(int64_t batch, int64_t c);
 size_t grn_workspace_bytes(int64_t batch, int64_t c);
 st_status grn_forward(pool *p, float *y, const float *x, const float *gamma, const float *beta, int64_t batch,
-                      int64_t tokens, int64_t c, op_state *keep);
+                      int64_t tokens, int64_t c, bool bf16, op_state *keep);
 st_status grn_backward(pool *p, float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
                        const float *gamma, int64_t batch, int64_t tokens, int64_t c, const op_state *keep);
 
@@ -570,13 +572,14 @@ void transpose_batched(float *y, const float *x, int64_t batch, int64_t rows, in
  * embedding). Backward: dv[p] += the sum of dy's plane p, in order, in double. */
 void plane_add_forward(float *y, const float *v, int64_t planes, int64_t inner);
 void plane_add_backward(float *dv, const float *dy, int64_t planes, int64_t inner);
-/* y (planes, inner) = x (1 + scale[p]) + shift[p] on plane p (Stable Cascade's TimestepBlock). Backward: dscale[p] and
- * dshift[p] += the plane's sums of dy x and dy (in order, in double; either may be NULL), dx += dy (1 + scale[p]), or
- * with dx == dy, dy becomes dx in place. */
+/* y (planes, inner) = x (1 + scale[p]) + shift[p] on plane p (Stable Cascade's TimestepBlock); with bf16 (mixed_precision
+ * bf16) 1 + scale[p], the product and the sum each rounded to bf16, as PyTorch's bf16 x * (1 + a) + b makes them.
+ * Backward: dscale[p] and dshift[p] += the plane's sums of dy x and dy (in order, in double; either may be NULL),
+ * dx += dy (1 + scale[p]) (rounded as forward's), or with dx == dy, dy becomes dx in place. */
 void plane_scale_shift_forward(float *y, const float *x, const float *scale, const float *shift, int64_t planes,
-                               int64_t inner);
+                               int64_t inner, bool bf16);
 void plane_scale_shift_backward(float *dx, float *dscale, float *dshift, const float *dy, const float *x,
-                                const float *scale, int64_t planes, int64_t inner);
+                                const float *scale, int64_t planes, int64_t inner, bool bf16);
 /* transpose_batched's backward: dx[b] (rows, cols) += dy[b] (cols, rows) transposed. */
 void transpose_batched_backward(float *dx, const float *dy, int64_t batch, int64_t rows, int64_t cols);
 /* y += x s over n floats (a gradient through a scaled weight: x s rounded, then added). */

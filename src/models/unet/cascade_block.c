@@ -81,7 +81,7 @@ static st_status res_act(const cascade_block *u, float *g, float *r, const float
     const int64_t B = batch_of(u), T = u->h * u->w, F = 4 * u->cin, n = B * T * F;
     gelu_erf_forward(g, h1, n);
     made(u, g, n);
-    const st_status e = grn_forward(u->m->pool, r, g, W(u->gamma), W(u->beta), B, T, F, keep);
+    const st_status e = grn_forward(u->m->pool, r, g, W(u->gamma), W(u->beta), B, T, F, u->m->cfg.bf16_activations, keep);
     if (!e && dropping(u)) dropout_forward(r, r, n, u->dropout, u->cx->dropout_seed, u->stream);
     if (!e) made(u, r, n);
     return e;
@@ -196,7 +196,7 @@ static st_status time_forward(const cascade_block *u, const float *x, float *y, 
     float *a = scratch_take(s, B * C, MEM_WORKSPACE, "cascade.time scale");
     float *b = scratch_take(s, B * C, MEM_WORKSPACE, "cascade.time shift");
     st_status e = s->status ? s->status : time_mod(u, a, b, s);
-    if (!e) plane_scale_shift_forward(y, x, a, b, B * C, u->h * u->w);
+    if (!e) plane_scale_shift_forward(y, x, a, b, B * C, u->h * u->w, u->m->cfg.bf16_activations);
     return e;
 }
 
@@ -211,7 +211,7 @@ static st_status time_backward(const cascade_block *u, const float *x, float *dy
     float *chunk = scratch_take(s, B * D, MEM_WORKSPACE, "cascade.time chunk");
     st_status e = s->status ? s->status : time_mod(u, a, b, s);
     if (e) return e;
-    plane_scale_shift_backward(dy, dsc, dsh, dy, x, a, B * C, u->h * u->w);
+    plane_scale_shift_backward(dy, dsc, dsh, dy, x, a, B * C, u->h * u->w, u->m->cfg.bf16_activations);
     copy_rows(dab, 2 * C, dsc, C, B, C);
     copy_rows(dab + C, 2 * C, dsh, C, B, C);
     for (int k = 0; !e && k < CASCADE_TIME_CONDS; k++) { /* the time embeddings are not trained: no dx */

@@ -444,9 +444,19 @@ static int64_t grn_width(int64_t batch, int64_t c)
     return width > COL_MAX ? COL_MAX : width;
 }
 
-/* a (batch, c) and mean (batch) of x, then y; s rounded as torch's float division has it */
+/* y of row r, from its x and its sample's s = a / den: each step rounded to bf16 */
+static void grn_row_bf16(float *restrict y, const float *restrict x, const float *restrict gamma,
+                         const float *restrict beta, const float *restrict a, float den, int64_t c)
+{
+    for (int64_t ch = 0; ch < c; ch++) {
+        const float s = bf16_of(a[ch] / den);
+        y[ch] = bf16_of(bf16_of(bf16_of(gamma[ch] * bf16_of(x[ch] * s)) + beta[ch]) + x[ch]);
+    }
+}
+
+/* a (batch, c) and mean (batch) of x, then y; s rounded as torch's float division has it (bf16: grn_forward's) */
 static void grn_apply(float *y, const float *x, const float *gamma, const float *beta, float *a, float *mean,
-                      int64_t batch, int64_t tokens, int64_t c)
+                      int64_t batch, int64_t tokens, int64_t c, bool bf16)
 {
 #pragma omp parallel
     {
@@ -459,26 +469,33 @@ static void grn_apply(float *y, const float *x, const float *gamma, const float 
                 const float *restrict xr = x + (b * tokens + t) * c + c0;
                 for (int64_t j = 0; j < n; j++) acc[j] += (double)xr[j] * xr[j];
             }
-            for (int64_t j = 0; j < n; j++) a[b * c + c0 + j] = (float)sqrt(acc[j]);
+            for (int64_t j = 0; j < n; j++) {
+                const float norm = (float)sqrt(acc[j]);
+                a[b * c + c0 + j] = bf16 ? bf16_of(norm) : norm;
+            }
         }
 #pragma omp for schedule(static)
         for (int64_t b = 0; b < batch; b++) {
             double m = 0;
             for (int64_t ch = 0; ch < c; ch++) m += a[b * c + ch];
-            mean[b] = (float)(m / (double)c);
+            mean[b] = bf16 ? bf16_of((float)(m / (double)c)) : (float)(m / (double)c);
         }
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < batch * tokens; r++) {
             const float *restrict xr = x + r * c, *restrict ab = a + r / tokens * c;
-            const float den = mean[r / tokens] + 1e-6f;
+            const float den = bf16 ? bf16_of(mean[r / tokens] + 1e-6f) : mean[r / tokens] + 1e-6f;
             float *restrict yr = y + r * c;
+            if (bf16) {
+                grn_row_bf16(yr, xr, gamma, beta, ab, den, c);
+                continue;
+            }
             for (int64_t ch = 0; ch < c; ch++) yr[ch] = gamma[ch] * (xr[ch] * (ab[ch] / den)) + beta[ch] + xr[ch];
         }
     }
 }
 
 static st_status grn_forward_run(pool *p, float *y, const float *x, const float *gamma, const float *beta,
-                                 int64_t batch, int64_t tokens, int64_t c, op_state *keep)
+                                 int64_t batch, int64_t tokens, int64_t c, bool bf16, op_state *keep)
 {
     st_status s = grn_check(batch, tokens, c);
     if (s == ST_OK) s = op_state_alloc(keep, p, grn_kept_bytes(batch, c), "grn norms/means");
@@ -488,7 +505,7 @@ static st_status grn_forward_run(pool *p, float *y, const float *x, const float 
     }
     float *stats = keep ? keep->data : NULL; /* a (batch, c), then the means (batch) */
     if (!keep) s = pool_alloc(p, grn_kept_bytes(batch, c), MEM_WORKSPACE, "grn norms/means", (void **)&stats);
-    if (s == ST_OK && !op_dry(y)) grn_apply(y, x, gamma, beta, stats, stats + batch * c, batch, tokens, c);
+    if (s == ST_OK && !op_dry(y)) grn_apply(y, x, gamma, beta, stats, stats + batch * c, batch, tokens, c, bf16);
     if (!keep) pool_free(p, stats);
     return s;
 }
@@ -563,10 +580,10 @@ static st_status grn_backward_run(pool *p, float *dx, float *dgamma, float *dbet
 }
 
 st_status grn_forward(pool *p, float *y, const float *x, const float *gamma, const float *beta, int64_t batch,
-                      int64_t tokens, int64_t c, op_state *keep)
+                      int64_t tokens, int64_t c, bool bf16, op_state *keep)
 {
     const double t0 = prof_now();
-    const st_status r = grn_forward_run(p, y, x, gamma, beta, batch, tokens, c, keep);
+    const st_status r = grn_forward_run(p, y, x, gamma, beta, batch, tokens, c, bf16, keep);
     prof_add(OP_NORM, t0, 0, 8.0 * batch * tokens * c);
     return r;
 }

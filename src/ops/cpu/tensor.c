@@ -127,14 +127,17 @@ void round_to_bf16(float *x, int64_t n)
 }
 
 void plane_scale_shift_forward(float *restrict y, const float *restrict x, const float *restrict scale,
-                               const float *restrict shift, int64_t planes, int64_t inner)
+                               const float *restrict shift, int64_t planes, int64_t inner, bool bf16)
 {
     const double t0 = prof_now();
     if (!op_dry(y)) {
 #pragma omp parallel for schedule(static) if (planes >= PAR_ROWS)
         for (int64_t p = 0; p < planes; p++) {
-            const float a = 1.0f + scale[p], b = shift[p];
-            for (int64_t i = 0; i < inner; i++) y[p * inner + i] = x[p * inner + i] * a + b;
+            const float a = bf16 ? bf16_of(1.0f + scale[p]) : 1.0f + scale[p], b = shift[p];
+            if (bf16)
+                for (int64_t i = 0; i < inner; i++) y[p * inner + i] = bf16_of(bf16_of(x[p * inner + i] * a) + b);
+            else
+                for (int64_t i = 0; i < inner; i++) y[p * inner + i] = x[p * inner + i] * a + b;
         }
     }
     prof_add(OP_POINTWISE, t0, 0, 8.0 * planes * inner);
@@ -142,7 +145,7 @@ void plane_scale_shift_forward(float *restrict y, const float *restrict x, const
 
 void plane_scale_shift_backward(float *dx, float *restrict dscale, float *restrict dshift,
                                 const float *dy, const float *restrict x, const float *restrict scale, int64_t planes,
-                                int64_t inner)
+                                int64_t inner, bool bf16)
 {
     const double t0 = prof_now();
     if (!op_dry(x)) {
@@ -153,7 +156,7 @@ void plane_scale_shift_backward(float *dx, float *restrict dscale, float *restri
             for (int64_t i = 0; i < inner; i++) sa += (double)g[i] * v[i], sb += g[i];
             if (dscale) dscale[p] += (float)sa;
             if (dshift) dshift[p] += (float)sb;
-            const float a = 1.0f + scale[p];
+            const float a = bf16 ? bf16_of(1.0f + scale[p]) : 1.0f + scale[p];
             if (dx == dy) /* in place: dy becomes dx */
                 for (int64_t i = 0; i < inner; i++) dx[p * inner + i] *= a;
             else if (dx)
