@@ -34,6 +34,7 @@ import traceback
 
 import torch
 import diffusers
+from safetensors import safe_open
 from safetensors.torch import load_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -198,8 +199,13 @@ def yardstick(name, out):
         mf.use_size(*size)
         files[fname[:-len(".safetensors")]] = measure(name, fname, out)
     mf.use_size(mf.SQUARE_B, mf.H_SQUARE, mf.W_SQUARE)
-    doc = dict(mf.versions(), fixture=name, class_name=fx["cls"], metric=METRIC, precision=PRECISION, draws=DRAWS_NOTE,
-               files=files)
+    write_yardstick(name, out, fx["cls"], DRAWS_NOTE, files)
+
+
+def write_yardstick(name, out, class_name, draws_note, files):
+    """<out>/<name>/bf16_yardstick.json, and a line per file"""
+    doc = dict(mf.versions(), fixture=name, class_name=class_name, metric=METRIC, precision=PRECISION,
+               draws=draws_note, files=files)
     text = json.dumps(doc, indent=1, sort_keys=True)
     text = re.sub(r"\[\s+([^][]*?)\s+\]", lambda m: "[" + re.sub(r",\s+", ", ", m.group(1)) + "]", text)  # one line
     with open(os.path.join(out, name, "bf16_yardstick.json"), "w") as f:
@@ -209,6 +215,74 @@ def yardstick(name, out):
         worst = max((g for g in e if g.startswith("grad.")), key=e.get)
         print("%-16s %-9s pred %.2g  loss %.2g  worst gradient %.2g (%s; draws %.2g-%.2g)" % (
             name, k, e["pred"], e["loss"], e[worst], worst, min(d[worst]), max(d[worst])), flush=True)
+
+
+# ------------------------------------------------------------------ HeartMuLa (a token model: make_fixtures.py's EXTRA)
+HEARTMULA_NOTE = ("HeartMuLa is a token model (SimpleTuner's own HeartMuLaModel, make_fixtures.py's EXTRA writer): "
+                  "its inputs are integer tokens and masks, which no draw can perturb, so one draw, the file's own; "
+                  "pred is its logits, codebook0_logits and codebook_logits as one tensor (their relative L2 together), "
+                  "the loss SimpleTuner's _autoregressive_token_loss (make_fixtures.heartmula_loss) on the float32 "
+                  "logits; loss_bound: twice each loss row's largest logit error, weighted as the loss weighs the "
+                  "rows, over |reference loss| (cross-entropy moves by at most twice its row's largest logit change)")
+
+
+def heartmula_model(folder, meta):
+    """SimpleTuner's HeartMuLaModel with the fixture's flavours and weights (float32, as the folder holds them)."""
+    cls = mf.simpletuner_class("heartmula.modeling_heartmula.HeartMuLaModel")
+    sys.modules[cls.__module__]._LLAMA_FLAVORS.update(json.loads(meta["flavors"]))
+    from simpletuner.helpers.models.heartmula.configuration_heartmula import HeartMuLaConfig
+    model = cls(HeartMuLaConfig(**json.loads(meta["kwargs"]))).to(torch.float32)
+    missing, unexpected = model.load_state_dict(load_file(os.path.join(folder, "diffusion_pytorch_model.safetensors")),
+                                                strict=False)
+    if unexpected or any(not re.match(r"(backbone|decoder)\.embed_tokens\.", k) for k in missing):
+        raise SystemExit("heartmula: the folder's weights do not fit the class (missing %s, unexpected %s)" % (
+            missing[:3], unexpected[:3]))
+    return model
+
+
+def heartmula_measure(model, stored):
+    """One bf16 step of HeartMuLa as SimpleTuner trains it (PRECISION) against the file's float64 reference."""
+    tokens, mask = stored["tokens"].long(), stored["tokens_mask"].bool()
+    frames = stored["audio_frame_mask"].bool()
+    model = model.to(torch.bfloat16).train()
+    model.zero_grad(set_to_none=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        o = model(tokens=tokens, tokens_mask=mask, attention_mask=mask.any(dim=-1).to(torch.long))
+    c0, rest = o["codebook0_logits"].float(), o["codebook_logits"].float()
+    loss = mf.heartmula_loss(tokens, frames, c0, rest)
+    loss.backward()
+    ref_c0, ref_rest = stored["codebook0_logits"], stored["codebook_logits"]
+    errors = {"pred": rel_l2(torch.cat([c0.flatten(), rest.flatten()]), torch.cat([ref_c0.flatten(),
+                                                                                     ref_rest.flatten()])),
+              "loss": rel_l2(loss.detach().reshape(1), stored["loss"])}
+    grads = dict(model.named_parameters())
+    for k in stored:
+        if k.startswith("grad."):
+            g = grads[k[len("grad."):]].grad
+            errors[k] = rel_l2(g if g is not None else torch.zeros_like(stored[k]), stored[k])
+    fm = frames[:, 1:].to(torch.float64)
+    denom = fm.sum().clamp_min(1)
+    d0 = (c0.double() - ref_c0.double()).abs().amax(-1)
+    dr = (rest.double() - ref_rest.double()).abs().amax(-1)
+    bound = 2 * ((d0 * fm).sum() / denom + (dr * fm.unsqueeze(-1)).sum() / (denom * dr.shape[-1]))
+    return errors, bound.item() / abs(stored["loss"].item())
+
+
+def heartmula_yardstick(name, out):
+    folder = os.path.join(out, name)
+    with safe_open(os.path.join(folder, "parity.safetensors"), "pt") as f:
+        meta = f.metadata()
+    stored = load_file(os.path.join(folder, "parity.safetensors"))
+    errors, bound = heartmula_measure(heartmula_model(folder, meta), stored)
+    g3 = lambda x: float("%.3g" % x)   # noqa: E731
+    files = {"parity": {"reference_loss": stored["loss"].item(), "loss_bound": g3(bound), "loss_bounds": [g3(bound)],
+                        "errors": {k: g3(e) for k, e in errors.items()},
+                        "draws": {k: [g3(e)] for k, e in errors.items()}}}
+    write_yardstick(name, out, meta["class_name"], HEARTMULA_NOTE, files)
+
+
+# written apart from make_fixtures.py's FIXTURES table, as make_fixtures.py writes them (its EXTRA)
+EXTRA = {"heartmula": heartmula_yardstick}
 
 
 def segtrain_errors(log):
@@ -254,19 +328,20 @@ def main():
     ap.add_argument("--segtrain", metavar="LOG", help="with --table: test_parity's output, for segtrain's columns")
     ap.add_argument("--simpletuner", metavar="PATH", help="a SimpleTuner checkout at commit %s (the fixtures of "
                     "its own classes)" % mf.SIMPLETUNER_COMMIT)
-    ap.add_argument("names", nargs="*", help="fixtures (default all): " + ", ".join(mf.FIXTURES))
+    ap.add_argument("names", nargs="*", help="fixtures (default all): " + ", ".join(list(mf.FIXTURES) + list(EXTRA)))
     a = ap.parse_args()
     mf.SIMPLETUNER["root"] = a.simpletuner and os.path.abspath(a.simpletuner)
+    every = list(mf.FIXTURES) + list(EXTRA)
     for n in a.names:
-        if n not in mf.FIXTURES:
-            sys.exit("bf16_yardstick.py: unknown fixture '%s' (valid: %s)" % (n, ", ".join(mf.FIXTURES)))
+        if n not in every:
+            sys.exit("bf16_yardstick.py: unknown fixture '%s' (valid: %s)" % (n, ", ".join(every)))
     if a.table:
-        return table(a.out, a.names or list(mf.FIXTURES), a.segtrain)
+        return table(a.out, a.names or every, a.segtrain)
     diffusers.utils.logging.set_verbosity_error()
     torch.set_num_threads(1)   # one summation order: the same numbers on every run
     torch.use_deterministic_algorithms(True)
-    for n in a.names or list(mf.FIXTURES):
-        yardstick(n, a.out)
+    for n in a.names or every:
+        (EXTRA[n] if n in EXTRA else yardstick)(n, a.out)
 
 
 if __name__ == "__main__":

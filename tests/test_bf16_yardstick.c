@@ -52,18 +52,6 @@ static bool check_file(const char *fixture, const tk_yardstick *y, const char *f
     return true;
 }
 
-/* Parity fixtures without a yardstick yet, each with its reason (printed; docs/FIXTURES.md) */
-static const char *not_yet(const char *fixture)
-{
-    static const char *const list[][2] = {
-        {"heartmula", "a token model, whose fixture make_fixtures.py makes apart from the flow table that "
-                      "bf16_yardstick.py draws from (issue 42)"},
-    };
-    for (size_t i = 0; i < sizeof list / sizeof *list; i++)
-        if (!strcmp(fixture, list[i][0])) return list[i][1];
-    return NULL;
-}
-
 int main(void)
 {
     struct dirent **entries = NULL;
@@ -77,11 +65,6 @@ int main(void)
         FILE *probe = fopen(path, "rb");
         if (probe) { /* a parity fixture */
             fclose(probe);
-            if (not_yet(name)) {
-                printf("  %-16s no bf16 yardstick yet: %s\n", name, not_yet(name));
-                free(entries[i]);
-                continue;
-            }
             const char *why = NULL;
             tk_yardstick *y = tk_yardstick_load(name, &why);
             CHECKF(y, "%s: bf16 yardstick: %s", name, why);

@@ -1092,7 +1092,7 @@ static void test_bf16(const char *only)
                  {"cosmos2-tiny", 0, 0, 0, 0}, {"kandinsky5-image-tiny", 0, 0, 0, 1}, {"krea2-tiny", 0, 0, 0, 0},
                  {"sanavideo-tiny", 0, 0, 0, 0}, {"wan-animate-tiny", 0, 0, 0, 0}, {"wan-vace-tiny", 0, 0, 0, 0},
                  {"zlab-i1-tiny", 0, 8, 12, 1}, {"mageflow-tiny", 3, 8, 12, 1}, {"wan-s2v-tiny", 0, 8, 12, 1},
-                 {"stable-cascade-tiny", 0, 8, 12, 1}};
+                 {"stable-cascade-tiny", 0, 8, 12, 1}, {"heartmula-tiny", 0, 0, 0, 1}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         if (only && !only_listed(only, cases[i].preset)) continue;
         model_config mc;

@@ -789,6 +789,43 @@ static void test_anyflow_meanflow(void)
 /* HeartMuLa (SimpleTuner's own HeartMuLaModel) under the token objective: the fixture's batch of two right-padded
  * samples, its logits (in segtrain's codebook-major layout), SimpleTuner's loss and every gradient, unchecked and
  * checkpointed, bitwise between the two */
+/* HeartMuLa's step under mixed_precision bf16 (full training, unchecked): its logits (want, as test_heartmula lays
+ * them out), loss and every gradient the file checks against the float64 reference within 2x PyTorch's bf16 error
+ * (its yardstick: one draw, the file's own, its tokens being integers). The line is docs/FIXTURES.md's table's. */
+static void check_heartmula_bf16(const sft_file *f, model_config mc, const float *tokens, const float *cond,
+                                 const float *want, float want_loss, int64_t B, int64_t n)
+{
+    mc.bf16_activations = true;
+    pool *p = NULL;
+    model *m = fixture_model(FIXTURES "heartmula", &mc, &p);
+    const char *why = "";
+    tk_yardstick *y = tk_yardstick_load("heartmula", &why);
+    CHECKF(m && y, "heartmula, bf16 training: %s", y ? st_error() : why);
+    const float *logits = NULL;
+    float loss = NAN;
+    const flow_batch fb = {.batch = B, .x0 = tokens, .cond = cond};
+    st_status st = m && y ? model_forward(m, tokens, NULL, cond, B, false, &logits) : ST_ERR_INVALID;
+    const double ep = !st && logits ? rel_l2(logits, want, n) : INFINITY;
+    if (m) model_release(m), param_set_zero_grads(model_params(m));
+    if (!st) st = flow_loss(m, &fb, true, &loss);
+    CHECKF(!st, "heartmula, bf16 training: %s", st_error());
+    if (!st) {
+        const double el = fabs((double)loss - want_loss) / want_loss;
+        tk_expect_within_yardstick(y, "heartmula", "parity", "pred", ep);
+        tk_expect_within_yardstick(y, "heartmula", "parity", "loss", el);
+        const char *worst_name = "";
+        int over = 0, checked = 0;
+        const double worst = bf16_grads_within(y, "heartmula", "parity", f, model_params(m), model_params(m)->grads,
+                                               &worst_name, &bf16_excepted, &over, &checked);
+        printf("     bf16-train heartmula parity: pred %.3g loss %.3g worst-gradient-ratio %.3g %s, %d of %d gradients "
+               "over PyTorch's largest draw (PyTorch bf16: pred %.3g loss %.3g)\n", ep, el, worst, worst_name, over,
+               checked, tk_yardstick_error(y, "parity", "pred"), tk_yardstick_error(y, "parity", "loss"));
+    }
+    tk_yardstick_free(y);
+    model_destroy(m);
+    CHECK(!p || pool_destroy(p) == 0);
+}
+
 static void test_heartmula(void)
 {
     printf("-- heartmula: HeartMuLaModel (SimpleTuner's), the token objective\n");
@@ -839,6 +876,7 @@ static void test_heartmula(void)
         pred[k] = r[k].pred;
     }
     compare("heartmula", f, ps, r, pred, want, want_loss[0], n);
+    check_heartmula_bf16(f, mc, tokens, cond, want, want_loss[0], B, n);
     for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
     free(tokens), free(mask), free(frames), free(want_loss), free(c0), free(rest), free(cond), free(want);
     sft_close(f);

@@ -218,6 +218,7 @@ static st_status heads(model *m, bool train, const float **pred)
     if (!st) st = rmsnorm_forward(m->pool, d->h, d->bout.t[0], PW(d->bnorm), N, z.D, (float)m->cfg.norm_eps,
                                   train ? &d->bstats : NULL);
     if (st) return st;
+    side_made(m, d->h, N * z.D); /* LlamaRMSNorm's bf16 output under bf16 (one rounding for its x-hat's and w's) */
     copy_rows(d->ctx, (z.S - 1) * z.D, d->h, z.S * z.D, z.B, (z.S - 1) * z.D);
     if ((st = fwd(m, &d->head0, d->logits, d->ctx, z.F))) return st;
     /* the decoder's input: per frame [its backbone row, the next frame's codebooks 0 .. K - 2], projected */
@@ -238,8 +239,10 @@ static st_status heads(model *m, bool train, const float **pred)
     if (!st) st = rmsnorm_forward(m->pool, d->dout, m->step.last.t[0], PW(d->dnorm), FK, z.Dd,
                                   (float)m->cfg.norm_eps, train ? &d->dstats : NULL);
     if (st) return st;
+    side_made(m, d->dout, FK * z.Dd);
     for (int64_t q = 1; q < z.K; q++) copy_rows(d->rest + (q - 1) * z.F * z.Dd, z.Dd, d->dout + q * z.Dd, z.K * z.Dd, z.F, z.Dd);
     matmul_forward(d->logits + z.F * z.V, d->rest, PW(d->audio_head), z.K - 1, z.F, z.V, z.Dd, false, false);
+    side_made(m, d->logits + z.F * z.V, (z.K - 1) * z.F * z.V); /* the einsum's bf16 logits */
     *pred = d->logits;
     return ST_OK;
 }
