@@ -1128,7 +1128,8 @@ static void test_quantized(void)
         bool bf16;
     } cases[] = {{"dit-tiny", QUANT_INT8, true}, {"mmdit-tiny", QUANT_INT4, false},
                  {"pixart-sigma-tiny", QUANT_FP8, true}, {"sdxl-tiny", QUANT_INT4, true},
-                 {"sd1x-tiny", QUANT_FP8, false}, {"stable-cascade-tiny", QUANT_INT8, true}}; /* convs quantized too */
+                 {"sd1x-tiny", QUANT_FP8, false}, {"stable-cascade-tiny", QUANT_INT8, true}, /* convs quantized too */
+                 {"flux-tiny", QUANT_INT8, true}}; /* time_text_embed's and norm_out.linear quantized too */
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         model_config mc;
         CHECK(model_preset(cases[i].preset, &mc) == ST_OK);

@@ -309,9 +309,48 @@ static void test_excluded(void)
     }
 }
 
+/* The linears a model registers outside its blocks (its timestep and text embedders, its final layer's modulation and
+ * projection) are quantized as quanto quantizes every nn.Linear the family's exclude list does not name: Flux's
+ * time_text_embed and norm_out.linear (its list names norm_out, the module, not its child), not its proj_out; none of
+ * SD3's (*time_text_embed*, *norm_out*, proj_out*); the U-Nets' time_embedding and add_embedding (no list). Under full
+ * training nothing is quantized. */
+static void test_embedders(void)
+{
+    static const struct {
+        const char *preset, *name;
+        bool quantized;
+    } cases[] = {{"flux-tiny", "time_text_embed.timestep_embedder.linear_1.weight", true},
+                 {"flux-tiny", "time_text_embed.guidance_embedder.linear_2.weight", true},
+                 {"flux-tiny", "time_text_embed.text_embedder.linear_1.weight", true},
+                 {"flux-tiny", "norm_out.linear.weight", true},
+                 {"flux-tiny", "proj_out.weight", false},
+                 {"sd3-tiny", "time_text_embed.timestep_embedder.linear_1.weight", false},
+                 {"sd3-tiny", "norm_out.linear.weight", false},
+                 {"sdxl-tiny", "time_embedding.linear_1.weight", true},
+                 {"sdxl-tiny", "add_embedding.linear_2.weight", true},
+                 {"dit-tiny", "t_embedder.mlp.0.weight", true}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (int full = 0; full <= 1; full++) {
+            model_config mc;
+            CHECK(model_preset(cases[i].preset, &mc) == ST_OK);
+            mc.lora_rank = full ? 0 : 4, mc.lora_alpha = 4, mc.lora_attention = mc.lora_mlp = true;
+            mc.quant_base = full ? QUANT_NONE : QUANT_INT8;
+            pool *p = pool_create_dry(POOL_DEVICE, 0);
+            model *m = NULL;
+            CHECKF(model_create(&mc, p, &m) == ST_OK, "%s: %s", cases[i].preset, st_error());
+            const param *q = m ? param_find(model_params(m), cases[i].name) : NULL;
+            const bool want = cases[i].quantized && !full;
+            CHECKF(q && (q->quant == QUANT_INT8) == want && !q->bf16, "%s: %s %s%s", cases[i].preset, cases[i].name,
+                   want ? "quantized" : "left float32", full ? " (full training)" : "");
+            model_destroy(m);
+            CHECK(pool_destroy(p) == 0);
+        }
+}
+
 int main(void)
 {
     test_excluded();
+    test_embedders();
     test_names();
     test_library_bytes("quanto.safetensors", 12);
     test_library_bytes("conv.safetensors", 13);

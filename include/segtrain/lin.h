@@ -26,6 +26,14 @@ typedef struct lin_layer {
 lin_layer lin_register(param_set *s, const char *name, int64_t in, int64_t out, bool bias, int64_t rank, float alpha,
                        bool trainable);
 
+/* A frozen linear weight a model registers outside lin_register (its timestep and text embedders, its final layer's
+ * modulation and projection): quantized under the set's quant_base as quanto quantizes that nn.Linear, unless one of
+ * the family's exclude patterns names `module` (then it stays as registered). w < 0: nothing. */
+void lin_quantize_frozen(param_set *s, int w, const char *module);
+/* Parameter w as float for a GEMM: itself, or a bf16 or quantized one widened into workspace from p (*tmp, which the
+ * caller frees with pool_free; NULL when not widened). */
+st_status lin_weight_float(param_set *s, pool *p, int w, const float **out, float **tmp);
+
 /* y (n, out) = the layer applied to x (n, in). The adapter's workspace comes from p (MEM_WORKSPACE). A layer that
  * ramtorch streams (params.h's layer_in) has its weight and bias brought onto the device around the GEMM, here and
  * in lin_backward's dx. */

@@ -62,8 +62,12 @@ static void widen(const param *q, float *y)
     else bf16_to_float(y, q->w16, q->numel);
 }
 
-/* Parameter w as float: itself, or a bf16 or quantized one widened into workspace (*tmp, to free). */
-static st_status base_weight(param_set *s, pool *p, int w, const float **out, float **tmp)
+void lin_quantize_frozen(param_set *s, int w, const char *module)
+{
+    if (w >= 0 && s->quant_base) quantize_frozen(s, w, module);
+}
+
+st_status lin_weight_float(param_set *s, pool *p, int w, const float **out, float **tmp)
 {
     const param *q = param_at(s, w);
     *tmp = NULL;
@@ -99,7 +103,7 @@ st_status lin_forward(param_set *s, pool *p, const lin_layer *l, float *y, const
     const float *w;
     float *widened = NULL;
     st_status st = layer_in(s, l);
-    if (!st) st = base_weight(s, p, l->w, &w, &widened);
+    if (!st) st = lin_weight_float(s, p, l->w, &w, &widened);
     if (!st) linear_forward(y, x, w, w_of(s, l->b), n, l->in, l->out);
     pool_free(p, widened);
     layer_out(s, l);
@@ -121,7 +125,7 @@ st_status lin_backward(param_set *s, pool *p, const lin_layer *l, float *dx, con
     const float *w = w_of(s, l->w);
     float *widened = NULL;
     st_status st = dx ? layer_in(s, l) : ST_OK; /* only dx reads a frozen base */
-    if (!st && dx) st = base_weight(s, p, l->w, &w, &widened);
+    if (!st && dx) st = lin_weight_float(s, p, l->w, &w, &widened);
     if (!st) linear_backward(dx, g_of(s, l->w), g_of(s, l->b), dy, x, w, n, l->in, l->out);
     pool_free(p, widened);
     if (dx) layer_out(s, l);
@@ -269,7 +273,7 @@ st_status conv_layer_forward(param_set *s, pool *p, const conv_layer *l, float *
     if (l->lyco.algo && !s->adapters_off) return merged_forward(s, p, l, y, x, c);
     const float *w;
     float *widened = NULL;
-    st_status st = base_weight(s, p, l->w, &w, &widened);
+    st_status st = lin_weight_float(s, p, l->w, &w, &widened);
     if (!st) st = conv_op_forward(p, l, y, x, w, w_of(s, l->b), c);
     pool_free(p, widened);
     if (st || l->down < 0 || s->adapters_off) return st;
@@ -291,7 +295,7 @@ st_status conv_layer_backward(param_set *s, pool *p, const conv_layer *l, float 
     if (l->lyco.algo) return merged_backward(s, p, l, dx, dy, x, c);
     const float *w = w_of(s, l->w);
     float *widened = NULL;
-    st_status st = dx ? base_weight(s, p, l->w, &w, &widened) : ST_OK; /* only dx reads a frozen base */
+    st_status st = dx ? lin_weight_float(s, p, l->w, &w, &widened) : ST_OK; /* only dx reads a frozen base */
     if (!st) st = conv_op_backward(p, l, dx, g_of(s, l->w), g_of(s, l->b), dy, x, w, c);
     pool_free(p, widened);
     if (st || l->down < 0) return st;

@@ -242,7 +242,7 @@ void temb_take(model *m, temb *t, st_status *st, bool train);
 void temb_take_wide(model *m, temb *t, st_status *st, bool train, int64_t width);
 /* c from the timesteps' features; temb_mlp_forward: c from whatever the caller put in freq. */
 st_status temb_forward(model *m, temb *t, const float *timesteps);
-void temb_mlp_forward(model *m, temb *t);
+st_status temb_mlp_forward(model *m, temb *t);
 st_status temb_backward(model *m, temb *t, float *dc);
 /* The same from a context SiLU(c) too: dc += its gradient dcs through the SiLU, then back through the path. */
 st_status temb_silu_backward(model *m, temb *t, float *dc, const float *dcs);

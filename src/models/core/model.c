@@ -574,6 +574,29 @@ void model_null_condition(const model_config *mc, float *cond) { model_condition
 
 #define BIAS(of, i) ((i) < 0 ? NULL : of(i))
 
+/* y = x W^T + b, and its backward, with weight w read as float: widened around the GEMM where it is held quantized
+ * (lin_quantize_frozen: the embedders' and final layer's linears under base_model_precision) */
+static st_status frozen_forward(model *m, float *y, const float *x, int w, int b, int64_t n, int64_t in, int64_t out)
+{
+    const float *wf;
+    float *tmp;
+    const st_status st = lin_weight_float(m->params, m->pool, w, &wf, &tmp);
+    if (!st) linear_forward(y, x, wf, BIAS(W, b), n, in, out);
+    pool_free(m->pool, tmp);
+    return st;
+}
+
+static st_status frozen_backward(model *m, float *dx, int w, int b, const float *dy, const float *x, int64_t n,
+                                 int64_t in, int64_t out)
+{
+    const float *wf;
+    float *tmp;
+    const st_status st = lin_weight_float(m->params, m->pool, w, &wf, &tmp);
+    if (!st) linear_backward(dx, G(w), BIAS(G, b), dy, x, wf, n, in, out);
+    pool_free(m->pool, tmp);
+    return st;
+}
+
 int64_t model_loss_numel(const model_config *mc) { return mc->channels * mc->frames * mc->height * mc->width; }
 
 int64_t model_image_tokens(const model_config *mc)
@@ -623,6 +646,8 @@ void final_register(param_set *s, final_layer *f, const model_config *c, const c
     f->out_w = param_add(s, n, 2, (int64_t[]){P, D}, full);
     snprintf(n, sizeof n, "%.100s.bias", out);
     if (bias) f->out_b = param_add(s, n, 1, (int64_t[]){P}, full);
+    if (!full && ada) lin_quantize_frozen(s, f->ada_w, ada); /* quanto quantizes both nn.Linear (not excluded) */
+    if (!full) lin_quantize_frozen(s, f->out_w, out);
 }
 
 st_status final_forward(model *m, final_layer *f, const float *x)
@@ -646,9 +671,11 @@ st_status final_forward(model *m, final_layer *f, const float *x)
         const float *mod = own ? f->mod : m->ctx.mod + f->mod_row * D;
         const int64_t stride = own ? 2 * D : m->ctx.mod_rows * D;
         const float *shift = mod + (f->scale_first ? D : 0), *scale = mod + (f->scale_first ? 0 : D);
-        if (own) linear_forward(f->mod, m->ctx.cs, W(f->ada_w), BIAS(W, f->ada_b), B, D, 2 * D);
-        modulate_forward(f->h, f->no_norm ? x : f->ln, shift, scale, B, T, D, stride);
-        linear_forward(out, f->h, W(f->out_w), BIAS(W, f->out_b), N, D, P);
+        if (own) st = frozen_forward(m, f->mod, m->ctx.cs, f->ada_w, f->ada_b, B, D, 2 * D);
+        if (!st) modulate_forward(f->h, f->no_norm ? x : f->ln, shift, scale, B, T, D, stride);
+        if (!st) st = frozen_forward(m, out, f->h, f->out_w, f->out_b, N, D, P);
+    }
+    if (!st) {
         if (f->negate) scale_by(out, N * P, -1.0f);
         const patch_shape ps = out_patches(m);
         unpatchify_forward(full ? full : f->pred, out, &ps, f->order);
@@ -680,10 +707,11 @@ st_status final_backward(model *m, final_layer *f, const float *x, const float *
     if (dfull) copy_rows(dfull, per_out, dpred, per, B, per); /* the extra channels reach no loss */
     unpatchify_backward(dout, dfull ? dfull : dpred, &ps, f->order);
     if (f->negate) scale_by(dout, N * P, -1.0f);
-    linear_backward(dh, G(f->out_w), BIAS(G, f->out_b), dout, f->h, W(f->out_w), N, D, P);
+    k.status = frozen_backward(m, dh, f->out_w, f->out_b, dout, f->h, N, D, P);
+    if (k.status) return scratch_end(&k);
     modulate_backward(dln, dmod + shift, dmod + scale, dh, f->no_norm ? x : f->ln, mod + scale, B, T, D, stride);
     if (!f->no_norm) layernorm_backward(dx, NULL, NULL, dln, x, NULL, N, D, &f->stats);
-    if (own) linear_backward(m->ctx.dcs, G(f->ada_w), BIAS(G, f->ada_b), dmod, m->ctx.cs, W(f->ada_w), B, D, 2 * D);
+    if (own) k.status = frozen_backward(m, m->ctx.dcs, f->ada_w, f->ada_b, dmod, m->ctx.cs, B, D, 2 * D);
     return scratch_end(&k);
 }
 
@@ -714,6 +742,7 @@ static void temb_add(param_set *s, temb *t, const char *linear_1, const char *li
     t->w2 = param_add(s, n, 2, (int64_t[]){D, mid}, trainable);
     snprintf(n, sizeof n, "%s.bias", linear_2);
     if (bias) t->b2 = param_add(s, n, 1, (int64_t[]){D}, trainable);
+    if (!trainable) lin_quantize_frozen(s, t->w0, linear_1), lin_quantize_frozen(s, t->w2, linear_2); /* nn.Linear */
 }
 
 void temb_register(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
@@ -764,19 +793,18 @@ void temb_take(model *m, temb *t, st_status *st, bool train)
     temb_take_wide(m, t, st, train, m->cfg.hidden);
 }
 
-void temb_mlp_forward(model *m, temb *t)
+st_status temb_mlp_forward(model *m, temb *t)
 {
     const int64_t B = m->shape.batch, D = t->out, H = t->mid;
-    linear_forward(t->h, t->freq, W(t->w0), BIAS(W, t->b0), B, t->in, H);
-    (t->gelu ? gelu_forward : silu_forward)(t->hs, t->h, B * H);
-    linear_forward(t->c, t->hs, W(t->w2), BIAS(W, t->b2), B, H, D);
+    st_status st = frozen_forward(m, t->h, t->freq, t->w0, t->b0, B, t->in, H);
+    if (!st) (t->gelu ? gelu_forward : silu_forward)(t->hs, t->h, B * H);
+    return st ? st : frozen_forward(m, t->c, t->hs, t->w2, t->b2, B, H, D);
 }
 
 st_status temb_forward(model *m, temb *t, const float *timesteps)
 {
     timestep_embedding(t->freq, timesteps, m->shape.batch, t->in, 10000.0);
-    temb_mlp_forward(m, t);
-    return ST_OK;
+    return temb_mlp_forward(m, t);
 }
 
 /* Workspace: two (B, D) buffers. */
@@ -787,9 +815,9 @@ st_status temb_backward(model *m, temb *t, float *dc)
     float *dhs = scratch_take_zero(&k, B * H, MEM_WORKSPACE, "temb.dsilu");
     float *dh = scratch_take_zero(&k, B * H, MEM_WORKSPACE, "temb.dhidden");
     if (k.status) return scratch_end(&k);
-    linear_backward(dhs, G(t->w2), BIAS(G, t->b2), dc, t->hs, W(t->w2), B, H, D);
-    (t->gelu ? gelu_backward : silu_backward)(dh, dhs, t->h, B * H);
-    linear_backward(NULL, G(t->w0), BIAS(G, t->b0), dh, t->freq, W(t->w0), B, t->in, H);
+    k.status = frozen_backward(m, dhs, t->w2, t->b2, dc, t->hs, B, H, D);
+    if (!k.status) (t->gelu ? gelu_backward : silu_backward)(dh, dhs, t->h, B * H);
+    if (!k.status) k.status = frozen_backward(m, NULL, t->w0, t->b0, dh, t->freq, B, t->in, H);
     return scratch_end(&k);
 }
 

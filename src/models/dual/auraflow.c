@@ -108,8 +108,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     }
     dual_embed_image(m, x, d->p_x_w, d->p_x_b);
     pos_rows(m, s->img, PW(p_pos), false);
-    dual_c_forward(m, timesteps, cond, &d->t, NULL, NULL);
-    return ST_OK;
+    return dual_c_forward(m, timesteps, cond, &d->t, NULL, NULL);
 }
 
 static st_status embed_backward(model *m, float *dimg, const float *dtxt)

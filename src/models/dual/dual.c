@@ -155,24 +155,23 @@ void dual_take_c(model *m, st_status *st, bool train, temb *t, temb *g, temb *p)
     if (p) temb_take_path(m, p, st);
 }
 
-void dual_c_forward(model *m, const float *timesteps, const float *cond, temb *t, temb *g, temb *p)
+st_status dual_c_forward(model *m, const float *timesteps, const float *cond, temb *t, temb *g, temb *p)
 {
     dual_step *s = &dual_of(m)->step;
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, BD = B * c->hidden, K = model_cond_len(c);
-    temb_forward(m, t, timesteps);
-    if (g) { /* 1000 g in float, as Flux scales it */
+    st_status st = temb_forward(m, t, timesteps);
+    if (!st && g) { /* 1000 g in float, as Flux scales it */
         copy_rows(s->guidance, 1, cond + K - 1, K, B, 1);
         scale_by(s->guidance, B, 1000.0f);
-        temb_forward(m, g, s->guidance);
-        add_to(t->c, g->c, BD);
+        if (!(st = temb_forward(m, g, s->guidance))) add_to(t->c, g->c, BD);
     }
-    if (p) {
+    if (!st && p) {
         copy_rows(p->freq, c->pooled_dim, cond + c->text_len * c->text_dim, K, B, c->pooled_dim);
-        temb_mlp_forward(m, p);
-        add_to(t->c, p->c, BD);
+        if (!(st = temb_mlp_forward(m, p))) add_to(t->c, p->c, BD);
     }
-    silu_forward(m->ctx.cs, t->c, BD);
+    if (!st) silu_forward(m->ctx.cs, t->c, BD);
+    return st;
 }
 
 void dual_embed_image(model *m, const float *x, int w, int b)

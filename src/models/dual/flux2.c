@@ -96,7 +96,8 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
 
     dual_embed_text(m, cond, train, d->p_ctx_w, -1);
     dual_embed_image(m, x, d->p_x_w, -1);
-    dual_c_forward(m, timesteps, cond, &d->t, c->guidance_embeds ? &d->g : NULL, NULL);
+    st = dual_c_forward(m, timesteps, cond, &d->t, c->guidance_embeds ? &d->g : NULL, NULL);
+    if (st) return st;
     for (int i = 0; i < F2_MOD_N; i++) linear_forward(d->sh.mod[i], m->ctx.cs, PW(p_mod[i]), NULL, B, D, mod_width[i] * D);
     return ST_OK;
 }

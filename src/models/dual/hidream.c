@@ -143,8 +143,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         pool_free(m->pool, d->llama_in);
         s->text_in = d->llama_in = NULL;
     }
-    dual_c_forward(m, timesteps, cond, &d->t, NULL, &d->p); /* c = t_embedder(t) + p_embedder(pooled) */
-    return ST_OK;
+    return dual_c_forward(m, timesteps, cond, &d->t, NULL, &d->p); /* c = t_embedder(t) + p_embedder(pooled) */
 }
 
 static st_status embed_backward(model *m, float *dimg, const float *dtxt)

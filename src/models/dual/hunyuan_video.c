@@ -377,12 +377,12 @@ static st_status refiner_run(model *m, const float *timesteps, const float *cond
     hv_model *d = hv_of(m);
     dual_step *s = &d->b.step;
     const int64_t B = m->shape.batch, L = m->cfg.text_len, D = m->cfg.hidden;
-    temb_forward(m, &d->rt, timesteps);
+    st_status st = temb_forward(m, &d->rt, timesteps);
     masked_mean(m, d->rp.freq, s->text_in, cond);
-    temb_mlp_forward(m, &d->rp);
+    if (!st) st = temb_mlp_forward(m, &d->rp);
+    if (st) return st;
     add_to(d->rt.c, d->rp.c, B * D);
     silu_forward(d->rcs, d->rt.c, B * D);
-    st_status st = ST_OK;
     float *h = model_take(m, &st, B * L * D, "hunyuanvideo.refiner.x", false);
     d->ref[0].x = h; /* each block owns its input */
     if (!st) st = lin_forward(m->params, m->pool, &d->proj_in, h, s->text_in, B * L);
@@ -429,7 +429,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         copy_rows(d->patches_in, Pin, s->patches, P, B * T, P);
         linear_forward(s->img, d->patches_in, PW(d->p_x_w), PW(d->p_x_b), B * T, Pin, D);
     } else dual_embed_image(m, x, d->p_x_w, d->p_x_b);
-    dual_c_forward(m, timesteps, cond, &d->t, guidance(m), pooled(m));
+    if ((st = dual_c_forward(m, timesteps, cond, &d->t, guidance(m), pooled(m)))) return st;
     if (!d->v15) st = refiner_run(m, timesteps, cond, s->txt, train);
     else { /* the text stream: [ByT5's tokens; the refined caption], plus cond_type_embed rows 1 and 0 */
         float *glyphs = NULL;

@@ -275,8 +275,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     dual_embed_text(m, cond, train, d->p_ctx_w, d->p_ctx_b);
     dual_embed_image(m, x, d->p_x_w, d->p_x_b);
     if (d->chroma) return chroma_forward(m, timesteps, cond);
-    dual_c_forward(m, timesteps, cond, &d->t, guidance(m), pooled(m));
-    return ST_OK;
+    return dual_c_forward(m, timesteps, cond, &d->t, guidance(m), pooled(m));
 }
 
 static st_status embed_backward(model *m, float *dimg, const float *dtxt)

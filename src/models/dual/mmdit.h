@@ -176,7 +176,7 @@ void dual_take_tokens(model *m, st_status *st, const float *cond);
  * guidance) + p's of the pooled text vector, cs = SiLU(c); g and p may be NULL (take_c: t too, for Chroma's own).
  * take_c takes their buffers, t's with the context's (cs, and dcs to train). */
 void dual_take_c(model *m, st_status *st, bool train, temb *t, temb *g, temb *p);
-void dual_c_forward(model *m, const float *timesteps, const float *cond, temb *t, temb *g, temb *p);
+st_status dual_c_forward(model *m, const float *timesteps, const float *cond, temb *t, temb *g, temb *p);
 void dual_embed_image(model *m, const float *x, int w, int b);
 void dual_embed_text(model *m, const float *cond, bool train, int w, int b);
 void dual_tokens_backward(model *m, const float *dimg, const float *dtxt, int x_w, int x_b, int ctx_w, int ctx_b);

@@ -156,8 +156,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         d->normed = NULL;
     }
     dual_embed_image(m, x, d->p_img_w, d->p_img_b);
-    dual_c_forward(m, timesteps, cond, &d->t, NULL, NULL);
-    return ST_OK;
+    return dual_c_forward(m, timesteps, cond, &d->t, NULL, NULL);
 }
 
 static st_status embed_backward(model *m, float *dimg, const float *dtxt)

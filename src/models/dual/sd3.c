@@ -80,8 +80,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     dual_embed_image(m, x, d->p_x_w, d->p_x_b);
     add_row(d->b.step.img, pos, B, T * D);
     pool_free(m->pool, pos);
-    dual_c_forward(m, timesteps, cond, &d->t, NULL, &d->p);
-    return ST_OK;
+    return dual_c_forward(m, timesteps, cond, &d->t, NULL, &d->p);
 }
 
 static st_status embed_backward(model *m, float *dimg, const float *dtxt)

@@ -159,7 +159,7 @@ static st_status embed(model *m, const float *x, const float *timesteps, float *
     copy_rows(d->tin, B, timesteps, B, 1, B); /* the pipeline's 1000 sigma times timestep_scale, in float */
     scale_by(d->tin, B, C3_TIME_SCALE);
     timestep_embedding(d->te.freq, d->tin, B, DIT_FREQ_DIM, 10000.0);
-    temb_mlp_forward(m, &d->te);
+    if ((st = temb_mlp_forward(m, &d->te))) return st;
     const patch_shape ps = model_patches(m);
     zero_bytes(d->patches, (size_t)(B * T * P) * sizeof(float));
     unpatchify_backward(d->patches, x, &ps, PATCH_DIT); /* patchify, features (row, column, channel) */

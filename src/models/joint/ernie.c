@@ -132,7 +132,7 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     if (st) return st;
     timestep_embedding(d->t.freq, timesteps, B, D, 10000.0); /* cosines first: Timesteps(flip_sin_to_cos False) */
     host_loop(d->t.freq, swap_halves, &(table_fill){d->t.freq, B, D}); /* wants sines first */
-    temb_mlp_forward(m, &d->t);
+    if ((st = temb_mlp_forward(m, &d->t))) return st;
     silu_forward(m->ctx.cs, d->t.c, B * D);
     return lin_forward(m->params, m->pool, &d->ada, m->ctx.mod, m->ctx.cs, B);
 }

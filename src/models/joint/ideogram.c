@@ -147,7 +147,7 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     if (st) return st;
     time_one_minus_sigma(d->tin, timesteps, B);
     if ((st = host_loop(d->t.freq, time_sinusoid, &(model_loop){.m = m, .timesteps = d->tin}))) return st;
-    temb_mlp_forward(m, &d->t);
+    if ((st = temb_mlp_forward(m, &d->t))) return st;
     if ((st = lin_forward(m->params, m->pool, &d->ada, d->ada_raw, d->t.c, B))) return st;
     silu_forward(m->ctx.cs, d->ada_raw, B * A); /* adaln_input */
     silu_forward(d->fin_c, m->ctx.cs, B * A);   /* the final layer's SiLU of it */

@@ -182,8 +182,8 @@ static st_status mh_forward(model *m, const float *x, const float *timesteps, co
     if (!st) { /* SimpleTuner's timesteps: 1 - sigma */
         time_one_minus_sigma(d->t1, timesteps, B);
         timestep_embedding(d->te.freq, d->t1, B, c->time_channels, 10000.0);
-        temb_mlp_forward(m, &d->te);
-        silu_forward(m->ctx.cs, d->te.c, B * Dt);
+        st = temb_mlp_forward(m, &d->te);
+        if (!st) silu_forward(m->ctx.cs, d->te.c, B * Dt);
     }
     float *x0 = model_take(m, &st, BL * D, "minimax.caption", false);
     if (!st) {

@@ -128,7 +128,8 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     const float *pos = PW(p_pos);
     add_row(tokens, pos, B, T * D);
 
-    temb_forward(m, &d->t, timesteps);
+    st = temb_forward(m, &d->t, timesteps);
+    if (st) return st;
     add_to(d->t.c, m->ctx.cs, B * D);
     silu_forward(m->ctx.cs, d->t.c, B * D);
     return ST_OK;

@@ -300,8 +300,8 @@ static st_status added_forward(model *m, const float *cond)
     timestep_embedding(sin, ids, B * UNET_TIME_IDS, F, 10000.0);
     copy_rows(d->add.freq, in, cond + at, K, B, P);
     copy_rows(d->add.freq + P, in, sin, UNET_TIME_IDS * F, B, UNET_TIME_IDS * F);
-    temb_mlp_forward(m, &d->add);
-    add_to(d->t.c, d->add.c, B * c->hidden);
+    k.status = temb_mlp_forward(m, &d->add);
+    if (!k.status) add_to(d->t.c, d->add.c, B * c->hidden);
     return scratch_end(&k);
 }
 

@@ -276,7 +276,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     for (int s = 0; s < 2 && !st; s++) {
         const int64_t w = width(m, s);
         for (int p = 0; p < PATHS && !st; p++) {
-            temb_forward(m, &d->t[s][p], timesteps);
+            if ((st = temb_forward(m, &d->t[s][p], timesteps))) break;
             silu_forward(d->cs[s][p], d->t[s][p].c, B * w);
             st = lin_forward(m->params, m->pool, &d->lin[s][p], d->rows[s][p], d->cs[s][p], B);
         }

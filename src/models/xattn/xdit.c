@@ -223,7 +223,7 @@ static st_status s2v_time_zero(model *m, const float *cond, bool train)
     model_hold(m, &st, &d->cs0, B * D, "s2v.silu_c0", false);
     model_hold(m, &st, &d->t6zero, B * 6 * D, "s2v.t6_zero", false);
     if (st) return st;
-    temb_forward(m, &d->t0, d->tzero);
+    if ((st = temb_forward(m, &d->t0, d->tzero))) return st;
     silu_forward(d->cs0, d->t0.c, B * D);
     if ((st = lin_forward(m->params, m->pool, &d->t6, d->t6zero, d->cs0, B))) return st;
     copy_rows(m->ctx.mod + 8 * D, S2V_MOD_ROWS * D, d->t6zero, 6 * D, B, 6 * D);
@@ -588,14 +588,14 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         m->ctx.mask = &d->mask;
     }
     /* c, t6 = linear(SiLU(c)), the final layer's rows: its table + c */
-    temb_forward(m, &d->t, timesteps);
+    if ((st = temb_forward(m, &d->t, timesteps))) return st;
     const float *cv = d->t.c; /* c: the timestep's embedding, or AnyFlow's blend */
     if (c->anyflow) { /* the delta is r, or t - r; r = t unless the caller gave r */
         const float g = (float)c->anyflow_gate;
         const float *r = m->r_time ? m->r_time : timesteps;
         copy_rows(d->delta_in, B, c->anyflow_interval ? timesteps : r, B, 1, B);
         if (c->anyflow_interval) add_scaled(d->delta_in, r, -1.0f, B); /* t - r */
-        temb_forward(m, &d->delta, d->delta_in);
+        if ((st = temb_forward(m, &d->delta, d->delta_in))) return st;
         copy_rows(d->rt, B * D, d->t.c, B * D, 1, B * D), scale_by(d->rt, B * D, 1.0f - g);
         add_scaled(d->rt, d->delta.c, g, B * D);
         cv = d->rt;
