@@ -799,6 +799,11 @@ SIMPLETUNER_PATCHES = {
                         "x + gate_mlp * ffn(x), so the feed-forward's residual starts from the modulated stream and "
                         "a pretrained model loses its residual stream at every block. Patched to x = x + gate_mlp * "
                         "ffn(modulate_fp32(mod_norm_ffn, x, ...)), as LongCat-Video's own block has it",
+        "prediction_sign": "the model outputs the data-ward velocity latents - noise (LongCat-Video's pipelines, "
+                           "SimpleTuner's too, negate it before FlowMatchEulerDiscreteScheduler.step), but "
+                           "LongCatVideo._model_predict_single returns it as is against noise - latents (direction "
+                           "+1), so fine-tuning flips a pretrained model's sign. Patched to pred = -output, as "
+                           "SimpleTuner's lumina2 negates its output",
     },
 }
 # ffn_residual as an edit of the block's forward: each (shipped, patched) text must occur once in its source
@@ -823,10 +828,32 @@ def longcat_video_ffn_residual(lt):
     block.forward = made["forward"]
 
 
+def longcat_video_prediction_sign(lt):
+    """SIMPLETUNER_PATCHES' prediction_sign patches SimpleTuner's training (longcat_video_run negates), so it checks
+    that training as shipped, from model.py's source (importing it would import SimpleTuner's trainer): the class
+    sets no flow-matching direction or output conversion, and _model_predict_single returns the output as is."""
+    import ast
+    path = os.path.join(os.path.dirname(lt.__file__), "model.py")
+    with open(path) as f:
+        src = f.read()
+    cls = [n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.ClassDef) and n.name == "LongCatVideo"]
+    methods = {n.name: ast.get_source_segment(src, n) for n in (cls[0].body if len(cls) == 1 else [])
+               if isinstance(n, ast.FunctionDef)}
+    predict = methods.get("_model_predict_single", "")
+    shipped = ("flow_matching_target_direction" not in methods and "raw_model_prediction_to_model_prediction" not in
+               methods and predict.count("model_pred = self.model(") == 1 and predict.count("model_pred = ") == 2 and
+               predict.count('"model_prediction": model_pred,') == 1)
+    if not shipped:
+        raise SystemExit("longcat_video: %s's LongCatVideo no longer trains the raw output against noise - latents "
+                         "(its direction, output conversion or _model_predict_single changed); the prediction_sign "
+                         "patch no longer applies" % path)
+
+
 def longcat_video_patch():
     import simpletuner.helpers.models.longcat_video.transformer as lt
     if getattr(lt, "_segtrain_patched", False):
         return
+    longcat_video_prediction_sign(lt)
     dispatch = lt.dispatch_attention_fn
 
     def by_tokens(q, k, v, attn_mask=None, backend=None):
@@ -931,23 +958,23 @@ def longcat_video_float32_regions():
 def longcat_video_run(model, t):
     # SimpleTuner's LongCatVideo._model_predict_single (text to video, no conditioning frames): noisy latents (B, C, F,
     # H, W) as they are, the caption states and their mask, timesteps float32(1000 sigma) (B), num_cond_latents 0;
-    # the prediction is the output (flow_matching_target_direction +1: its target is noise - latents). The class
-    # returns float32; the reference's float64 is kept.
+    # its target noise - latents (flow_matching_target_direction +1), the prediction the negated output
+    # (SIMPLETUNER_PATCHES' prediction_sign). The class returns float32; the reference's float64 is kept.
     longcat_video_patch()
     longcat_video_exact(model)
     longcat_video_float32_regions()
     timestep = (t["sigma"].float() * 1000).double()
     out = model(t["latents"], timestep, t["encoder_hidden_states"], encoder_attention_mask=t["encoder_attention_mask"],
                 num_cond_latents=0, return_dict=False)
-    return out[0]
+    return -out[0]
 
 
 LONGCAT_VIDEO_PASSED = ("hidden_states = latents (B, C, F, H, W) = (2, 4, 2, 8, 8) as is (Conv3d patch (1, 2, 2), "
                         "tokens (frame, row, col)); timestep = float32(sigma * 1000) (B); encoder_hidden_states (B, L, "
                         "24) N(0, 1) and encoder_attention_mask (B, L) of 6 and 4 tokens (text_tokens_zero_pad: the "
-                        "padding rows zeroed after y_embedder, then attended); num_cond_latents 0; pred = output (B, "
-                        "C, F, H, W); the self-attention over the tokens and the feed-forward's residual from the stream "
-                        "(SIMPLETUNER_PATCHES)")
+                        "padding rows zeroed after y_embedder, then attended); num_cond_latents 0; pred = -output (B, "
+                        "C, F, H, W); the self-attention over the tokens, the feed-forward's residual from the stream "
+                        "and the prediction's sign (SIMPLETUNER_PATCHES)")
 
 
 @exact

@@ -16,7 +16,9 @@
  * - Rotary table per head: axes (frame, row, column) of widths (hd - 4 (hd / 6), 2 (hd / 6), 2 (hd / 6)), pair j of
  *   an axis of width d turning by pos 10000^(-2 j / d), in double.
  * - Out: final_layer's (shift, scale) = adaLN_modulation.1(SiLU(t)), LayerNorm (eps 1e-6, no affine), modulate,
- *   final_layer.linear; a token's outputs (pt, ph, pw, c) as unpatchify reads them.
+ *   final_layer.linear; a token's outputs (pt, ph, pw, c) as unpatchify reads them. The prediction is the output
+ *   negated: the model outputs latents - noise, which LongCat-Video's pipelines negate before the scheduler steps;
+ *   SimpleTuner trains it as is against noise - latents (the fixture patches that: docs/FAMILIES.md).
  *
  * The attention is over the tokens: SimpleTuner's class as shipped hands (B, heads, tokens, head_dim) to diffusers'
  * dispatch_attention_fn, which takes (B, tokens, heads, head_dim), so it attends over the heads; the fixture patches
@@ -103,7 +105,8 @@ static st_status lcv_create(model *m)
         snprintf(prefix, sizeof prefix, "blocks.%d", i);
         lcv_block_register(s, b, prefix, c);
     }
-    d->final = (final_layer){.ada_w = -1, .ada_b = -1, .mod_row = 0, .order = PATCH_DIT}; /* shift, then scale */
+    d->final = (final_layer){.ada_w = -1, .ada_b = -1, .mod_row = 0, .order = PATCH_DIT,
+                              .negate = true}; /* shift, then scale */
     final_register(s, &d->final, c, NULL, "final_layer.linear", true);
     d->fmod = lin_register(s, "final_layer.adaLN_modulation.1", Td, 2 * D, true, 0, 0, full);
     m->ctx.mod_rows = 2;
