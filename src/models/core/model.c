@@ -589,9 +589,9 @@ static st_status frozen_forward(model *m, float *y, const float *x, int w, int b
 static st_status frozen_backward(model *m, float *dx, int w, int b, const float *dy, const float *x, int64_t n,
                                  int64_t in, int64_t out)
 {
-    const float *wf;
-    float *tmp;
-    const st_status st = lin_weight_float(m->params, m->pool, w, &wf, &tmp);
+    const float *wf = W(w);
+    float *tmp = NULL;
+    const st_status st = dx ? lin_weight_float(m->params, m->pool, w, &wf, &tmp) : ST_OK; /* only dx reads it */
     if (!st) linear_backward(dx, G(w), BIAS(G, b), dy, x, wf, n, in, out);
     pool_free(m->pool, tmp);
     return st;
